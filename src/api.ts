@@ -1,0 +1,219 @@
+// The library: everything the CLI does, callable in-process by an agent host. Each function
+// finds the workspace's store, then talks to the mount daemon over the control socket when
+// the workspace is mounted, or opens the store itself when it is not.
+import { spawn } from 'node:child_process'
+import * as fs from 'node:fs'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import { CpfsError } from './errors.js'
+import { call, ping } from './control/client.js'
+import type { ReadyInfo } from './daemon/daemon.js'
+import { runDaemon } from './daemon/daemon.js'
+import { unmountPath } from './fuse/mount.js'
+import { applyStack, recover, type PlanSummary } from './plans/run.js'
+import { Session, type TurnInfo } from './session/session.js'
+import { checkStoreOutside, isMounted, locate, register, type Location } from './store/locate.js'
+
+export interface Target {
+  /** The workspace directory (default: the current directory). */
+  dir?: string
+  /** The store directory, when not the default under CPFS_HOME. */
+  store?: string
+}
+
+export interface StatusInfo {
+  workspace: string
+  mounted: boolean
+  stale: boolean
+  pid: number | null
+  head: number | null
+  turns: number
+  pending: number
+  redo: number
+  store: string
+  storeBytes: number
+}
+
+function where (t: Target): Location {
+  return locate(t.dir ?? '.', t.store)
+}
+
+async function daemonUp (loc: Location): Promise<boolean> {
+  return !loc.stale && isMounted(loc.workspace) && await ping(loc.socket)
+}
+
+/** Run fn on a session opened by this process (the workspace is not mounted). */
+async function offline<T> (loc: Location, fn: (s: Session) => Promise<T>): Promise<T> {
+  if (loc.stale || isMounted(loc.workspace)) {
+    throw new CpfsError('STALE_MOUNT', `the cpfs daemon for ${loc.workspace} is not running but its mount is still there`, `run cpfs mount ${loc.workspace} to recover it, or cpfs unmount ${loc.workspace}`)
+  }
+  const dirFd = fs.openSync(loc.workspace, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY)
+  let session: Session
+  try {
+    session = await Session.open({ storePath: loc.store, workspace: loc.workspace, dirFd, create: false })
+  } catch (err) {
+    fs.closeSync(dirFd)
+    throw err
+  }
+  try {
+    await recover(session)
+    return await fn(session)
+  } finally {
+    await session.close()
+    fs.closeSync(dirFd)
+  }
+}
+
+async function viaDaemonOr<T> (loc: Location, cmd: string, args: Record<string, unknown>, fn: (s: Session) => Promise<T>): Promise<T> {
+  if (await daemonUp(loc)) return await call(loc.socket, { cmd, args }) as T
+  return await offline(loc, fn)
+}
+
+export interface MountOptions extends Target {
+  foreground?: boolean
+  allowOther?: boolean
+}
+
+/** Mount the workspace in place; resolves once the mount is live. */
+export async function mount (opts: MountOptions = {}): Promise<ReadyInfo> {
+  const loc = where(opts)
+  checkStoreOutside(loc)
+  if (!loc.stale && isMounted(loc.workspace)) {
+    if (await ping(loc.socket)) {
+      const st = await call(loc.socket, { cmd: 'status' }) as { pid: number }
+      throw new CpfsError('ALREADY_MOUNTED', `${loc.workspace} is already mounted by cpfs (daemon pid ${st.pid})`, `use it as it is, or run cpfs unmount ${loc.workspace} first`)
+    }
+  }
+  register(loc)
+  if (opts.foreground) {
+    return await new Promise<ReadyInfo>((resolve, reject) => {
+      runDaemon({ loc, allowOther: Boolean(opts.allowOther) }, resolve).catch(reject)
+    })
+  }
+  const main = join(dirname(fileURLToPath(import.meta.url)), 'daemon', 'main.js')
+  const log = fs.openSync(join(loc.dir, 'daemon.log'), 'a', 0o600)
+  const child = spawn(process.execPath, [main, JSON.stringify({ loc, allowOther: Boolean(opts.allowOther) })], {
+    detached: true,
+    stdio: ['ignore', log, log, 'pipe'],
+    cwd: '/'
+  })
+  fs.closeSync(log)
+  const pipe = child.stdio[3] as NodeJS.ReadableStream
+  const line = await new Promise<string>((resolve) => {
+    let buf = ''
+    pipe.setEncoding('utf8')
+    pipe.on('data', (d: string) => { buf += d })
+    pipe.on('end', () => resolve(buf))
+    pipe.on('error', () => resolve(buf))
+  })
+  child.unref()
+  let msg: any
+  try {
+    msg = JSON.parse(line.trim().split('\n')[0])
+  } catch {
+    throw new CpfsError('DAEMON_FAILED', 'the cpfs daemon exited before the mount was ready', `see ${join(loc.dir, 'daemon.log')}`)
+  }
+  if (msg.error) throw new CpfsError(msg.error.code, msg.error.message, msg.error.hint)
+  return msg.ready as ReadyInfo
+}
+
+export interface UnmountResult {
+  applied: boolean
+  summary: PlanSummary | null
+}
+
+/** Flush, unmount, then apply the head view to the real directory (verified) unless discard. */
+export async function unmount (opts: Target & { discard?: boolean, force?: boolean } = {}): Promise<UnmountResult> {
+  const loc = where(opts)
+  if (await daemonUp(loc)) {
+    return await call(loc.socket, { cmd: 'unmount', args: { discard: Boolean(opts.discard), force: Boolean(opts.force) } }) as UnmountResult
+  }
+  if (loc.stale || isMounted(loc.workspace)) await unmountPath(loc.workspace, true)
+  const fresh = where(opts)
+  return await offline(fresh, async (s) => {
+    if (opts.discard) return { applied: false, summary: null }
+    return { applied: true, summary: await applyStack(s, { force: opts.force }) }
+  })
+}
+
+export async function turn (opts: Target & { message?: string, id?: string } = {}): Promise<number> {
+  const loc = where(opts)
+  const r = await viaDaemonOr(loc, 'turn', { message: opts.message, id: opts.id }, async (s) => ({ head: await s.turn({ message: opts.message, id: opts.id }) }))
+  return r.head
+}
+
+export async function log (opts: Target = {}): Promise<TurnInfo[]> {
+  const loc = where(opts)
+  return await viaDaemonOr(loc, 'log', {}, async (s) => s.log())
+}
+
+export interface RewindResult {
+  head: number
+  dropped?: number
+  mounted: boolean
+  summary?: PlanSummary
+}
+
+/** Make the workspace what it was when TURN began. Not mounted: through a verified plan. */
+export async function rewind (turnSpec: string | number, opts: Target & { force?: boolean } = {}): Promise<RewindResult> {
+  const loc = where(opts)
+  if (await daemonUp(loc)) return { ...await call(loc.socket, { cmd: 'rewind', args: { turn: String(turnSpec) } }) as any, mounted: true }
+  return await offline(loc, async (s) => {
+    const t = s.resolveTurn(turnSpec)
+    const summary = await applyStack(s, { force: opts.force, stack: s.meta.stack.slice(0, t - 1) })
+    const r = await s.rewind(t)
+    return { ...r, mounted: false, summary }
+  })
+}
+
+export async function undo (opts: Target & { force?: boolean } = {}): Promise<RewindResult> {
+  const loc = where(opts)
+  if (await daemonUp(loc)) return { ...await call(loc.socket, { cmd: 'undo' }) as any, mounted: true }
+  return await offline(loc, async (s) => {
+    const empty = (s.layers.get(s.headLayer)?.size ?? 0) === 0
+    const t = empty ? s.head - 1 : s.head
+    if (t < 1) throw new CpfsError('NOTHING_TO_UNDO', 'nothing to undo: turn 1 has no changes', 'make a change first, or see cpfs log')
+    const summary = await applyStack(s, { force: opts.force, stack: s.meta.stack.slice(0, t - 1) })
+    const r = await s.rewind(t)
+    return { ...r, mounted: false, summary }
+  })
+}
+
+export async function redo (opts: Target & { force?: boolean } = {}): Promise<RewindResult> {
+  const loc = where(opts)
+  if (await daemonUp(loc)) return { ...await call(loc.socket, { cmd: 'redo' }) as any, mounted: true }
+  return await offline(loc, async (s) => {
+    const prev = s.meta.redo.at(-1)
+    if (!prev) throw new CpfsError('NOTHING_TO_REDO', 'nothing to redo', 'redo only follows a rewind or undo, before any new write')
+    const summary = await applyStack(s, { force: opts.force, stack: prev })
+    const r = await s.redo()
+    return { ...r, mounted: false, summary }
+  })
+}
+
+function dirBytes (p: string): number {
+  let total = 0
+  try {
+    for (const name of fs.readdirSync(p)) {
+      const st = fs.lstatSync(join(p, name))
+      total += st.isDirectory() ? dirBytes(join(p, name)) : st.size
+    }
+  } catch {}
+  return total
+}
+
+export async function status (opts: Target = {}): Promise<StatusInfo> {
+  const loc = where(opts)
+  const storeBytes = dirBytes(loc.store)
+  if (await daemonUp(loc)) {
+    const s = await call(loc.socket, { cmd: 'status' }) as any
+    return { workspace: loc.workspace, mounted: true, stale: false, pid: s.pid, head: s.head, turns: s.turns, pending: s.pending, redo: s.redo, store: loc.store, storeBytes }
+  }
+  const stale = loc.stale || isMounted(loc.workspace)
+  const empty: StatusInfo = { workspace: loc.workspace, mounted: false, stale, pid: null, head: null, turns: 0, pending: 0, redo: 0, store: loc.store, storeBytes }
+  if (stale || !fs.existsSync(join(loc.store, 'db'))) return empty
+  return await offline(loc, async (s) => {
+    const st = s.status()
+    return { ...empty, head: st.head, turns: st.turns, pending: st.pending, redo: st.redo }
+  })
+}

@@ -1,0 +1,85 @@
+// Help texts, one per command, each with an example.
+export const HELP = `cpfs — a checkpointing filesystem for coding agents
+
+Usage: cpfs <command> [options]
+
+  mount [DIR]            mount DIR (default .) in place; prints the head turn
+  turn [DIR]             seal the head turn, open the next; prints its number
+  log [DIR]              turns with time, message, id and what each changed
+  rewind TURN [DIR]      make the workspace what it was when TURN began
+  undo [DIR]             drop everything since the last cpfs turn
+  redo [DIR]             bring back what the last rewind or undo dropped
+  status [DIR]           mounted or not, head, pending turns, store
+  unmount [DIR]          unmount and apply the result to the real directory, verified
+
+Run cpfs <command> --help for options and an example.
+Example session:
+  cpfs mount ~/src/app && cd ~/src/app
+  ... work ...;  cpfs turn -m "add login form"
+  ... work ...;  cpfs rewind 2;  cpfs unmount`
+
+const texts: Record<string, string> = {
+  mount: `Usage: cpfs mount [DIR] [--store PATH] [--foreground] [--allow-other] [--json]
+
+Mount DIR (default: .) in place through the cpfs overlay. Every write by any process then
+lands in the head turn's layer; the real files are not changed until cpfs unmount.
+Returns once the mount is live and prints the head turn. Resumes an existing history.
+Processes whose current directory was inside DIR before the mount must cd into it again.
+
+  --store PATH     keep the history in PATH (default: $CPFS_HOME/<name>-<hash>/store)
+  --foreground     run the daemon in this process instead of the background
+  --allow-other    let other users use the mount (the kernel checks permissions)
+
+Example:  cpfs mount ~/src/app && cd ~/src/app`,
+  turn: `Usage: cpfs turn [DIR] [-m MESSAGE] [--id EXTERNAL_ID] [--json]
+
+Seal the head turn and open the next one; prints the new turn's number. Agent hosts call
+it once per user message; --id names the new turn with the host's message id, so that
+cpfs rewind <id> later goes back to just before that message.
+
+Example:  cpfs turn -m "refactor the parser" --id msg_0142`,
+  log: `Usage: cpfs log [DIR] [--json]
+
+List the turns: number (* marks the head), when it was opened, how many paths and bytes it
+changed, its external id and message. --json adds each turn's changed paths.
+
+Example:  cpfs log --json | jq '.[] | select(.files > 0) | .turn'`,
+  rewind: `Usage: cpfs rewind TURN [DIR] [--force] [--json]
+
+Make the workspace exactly what it was when TURN (a number or an external id) began.
+Mounted: drops the layers of TURN and later in one atomic step (cpfs redo brings them back).
+Not mounted: changes the real directory through a drift-checked, journaled, verified plan;
+--force replaces paths that were changed outside cpfs (their content stays in the store).
+Files open across a live rewind become stale (reads and writes fail with ESTALE); reopen them.
+
+Example:  cpfs rewind 3`,
+  undo: `Usage: cpfs undo [DIR] [--force] [--json]
+
+Drop everything since the last cpfs turn (a rewind to the start of the head turn). When the
+head turn has no changes, step back one more turn.
+
+Example:  cpfs undo`,
+  redo: `Usage: cpfs redo [DIR] [--force] [--json]
+
+Bring back what the last rewind or undo dropped, as long as nothing was written since.
+
+Example:  cpfs undo && cpfs redo`,
+  status: `Usage: cpfs status [DIR] [--json]
+
+Show whether DIR is mounted (and the daemon's pid), the head turn, the number of turns, the
+turns not yet applied to the real directory (pending), redo steps and the store.
+
+Example:  cpfs status --json`,
+  unmount: `Usage: cpfs unmount [DIR] [--discard] [--force] [--json]
+
+Flush, unmount, then apply the head view to the real directory through a verified plan and
+report what was written and verified. --discard leaves the real directory as it was (the
+history is kept). --force applies even over paths changed outside cpfs. Fails, changing
+nothing, while a process still uses the mount.
+
+Example:  cpfs unmount ~/src/app`
+}
+
+export function usage (name: string): string {
+  return texts[name] ?? HELP
+}

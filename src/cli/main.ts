@@ -1,0 +1,165 @@
+#!/usr/bin/env node
+// The cpfs command: parse arguments, call the library, print. One exit path: every error is
+// one line `cpfs: <what> (<how to fix>)` on stderr with a non-zero exit code.
+import { parseArgs } from 'node:util'
+import { CpfsError, isCpfsError } from '../errors.js'
+import * as api from '../api.js'
+import { formatLog, formatStatus, formatSummary } from './format.js'
+import { HELP, usage } from './help.js'
+
+type Flags = Record<string, string | boolean | undefined>
+
+interface Command {
+  options: Record<string, { type: 'string' | 'boolean', short?: string }>
+  /** Names of positional arguments, in order; a trailing '?' marks an optional one. */
+  args: string[]
+  run: (pos: Record<string, string | undefined>, f: Flags) => Promise<number>
+}
+
+const dirStore = { store: { type: 'string' as const } }
+const json = { json: { type: 'boolean' as const } }
+
+function out (s: string): void {
+  process.stdout.write(s.endsWith('\n') ? s : s + '\n')
+}
+
+function note (s: string): void {
+  if (process.stderr.isTTY) process.stderr.write(s + '\n')
+}
+
+function target (pos: Record<string, string | undefined>, f: Flags): api.Target {
+  return { dir: pos.DIR ?? '.', store: f.store as string | undefined }
+}
+
+const commands: Record<string, Command> = {
+  mount: {
+    options: { ...dirStore, foreground: { type: 'boolean' }, 'allow-other': { type: 'boolean' }, ...json },
+    args: ['DIR?'],
+    run: async (pos, f) => {
+      const info = await api.mount({ ...target(pos, f), foreground: Boolean(f.foreground), allowOther: Boolean(f['allow-other']) })
+      if (f.json) out(JSON.stringify(info))
+      else {
+        out(String(info.head))
+        note(`cpfs: mounted ${info.workspace} at turn ${info.head}${info.recovered ? ' (finished an interrupted plan first)' : ''}; cd into it again to see the mount`)
+      }
+      if (f.foreground) await new Promise(() => {}) // the daemon keeps the process alive until it unmounts
+      return 0
+    }
+  },
+  turn: {
+    options: { ...dirStore, message: { type: 'string', short: 'm' }, id: { type: 'string' }, ...json },
+    args: ['DIR?'],
+    run: async (pos, f) => {
+      const head = await api.turn({ ...target(pos, f), message: f.message as string | undefined, id: f.id as string | undefined })
+      out(f.json ? JSON.stringify({ head }) : String(head))
+      return 0
+    }
+  },
+  log: {
+    options: { ...dirStore, ...json },
+    args: ['DIR?'],
+    run: async (pos, f) => {
+      const turns = await api.log(target(pos, f))
+      out(f.json ? JSON.stringify(turns, null, 2) : formatLog(turns))
+      return 0
+    }
+  },
+  rewind: {
+    options: { ...dirStore, force: { type: 'boolean' }, ...json },
+    args: ['TURN', 'DIR?'],
+    run: async (pos, f) => {
+      const r = await api.rewind(pos.TURN!, { ...target(pos, f), force: Boolean(f.force) })
+      if (f.json) out(JSON.stringify(r))
+      else out(`rewound to the start of turn ${r.head}${r.summary ? '; ' + formatSummary(r.summary) : ''}`)
+      return 0
+    }
+  },
+  undo: {
+    options: { ...dirStore, force: { type: 'boolean' }, ...json },
+    args: ['DIR?'],
+    run: async (pos, f) => {
+      const r = await api.undo({ ...target(pos, f), force: Boolean(f.force) })
+      if (f.json) out(JSON.stringify(r))
+      else out(`undone: back at the start of turn ${r.head}${r.summary ? '; ' + formatSummary(r.summary) : ''}`)
+      return 0
+    }
+  },
+  redo: {
+    options: { ...dirStore, force: { type: 'boolean' }, ...json },
+    args: ['DIR?'],
+    run: async (pos, f) => {
+      const r = await api.redo({ ...target(pos, f), force: Boolean(f.force) })
+      if (f.json) out(JSON.stringify(r))
+      else out(`redone: head is turn ${r.head}${r.summary ? '; ' + formatSummary(r.summary) : ''}`)
+      return 0
+    }
+  },
+  status: {
+    options: { ...dirStore, ...json },
+    args: ['DIR?'],
+    run: async (pos, f) => {
+      const s = await api.status(target(pos, f))
+      out(f.json ? JSON.stringify(s) : formatStatus(s))
+      return 0
+    }
+  },
+  unmount: {
+    options: { ...dirStore, discard: { type: 'boolean' }, force: { type: 'boolean' }, ...json },
+    args: ['DIR?'],
+    run: async (pos, f) => {
+      const r = await api.unmount({ ...target(pos, f), discard: Boolean(f.discard), force: Boolean(f.force) })
+      if (f.json) out(JSON.stringify(r))
+      else if (!r.applied) out('unmounted; the real directory was left as it was (history kept: cpfs log)')
+      else out(`unmounted; ${formatSummary(r.summary!)}`)
+      return 0
+    }
+  }
+}
+
+async function main (argv: string[]): Promise<number> {
+  const [name, ...rest] = argv
+  if (!name || name === 'help' || name === '--help' || name === '-h') {
+    out(HELP)
+    return name ? 0 : 2
+  }
+  if (name === '--version' || name === '-V') {
+    out('cpfs 0.1.0')
+    return 0
+  }
+  const cmd = commands[name]
+  if (!cmd) throw new CpfsError('USAGE', `unknown command "${name}"`, 'run cpfs --help for the list of commands')
+  if (rest.includes('--help') || rest.includes('-h')) {
+    out(usage(name))
+    return 0
+  }
+  let parsed
+  try {
+    parsed = parseArgs({ args: rest, options: cmd.options, allowPositionals: true, strict: true })
+  } catch (err: any) {
+    throw new CpfsError('USAGE', String(err.message).split('\n')[0].replace(/\.$/, ''), `see cpfs ${name} --help`)
+  }
+  const pos: Record<string, string | undefined> = {}
+  const required = cmd.args.filter(a => !a.endsWith('?'))
+  if (parsed.positionals.length < required.length) {
+    throw new CpfsError('USAGE', `missing ${required[parsed.positionals.length]}`, `usage: cpfs ${name} ${cmd.args.map(a => a.endsWith('?') ? `[${a.slice(0, -1)}]` : a).join(' ')}`)
+  }
+  if (parsed.positionals.length > cmd.args.length) {
+    throw new CpfsError('USAGE', `unexpected argument "${parsed.positionals[cmd.args.length]}"`, `see cpfs ${name} --help`)
+  }
+  cmd.args.forEach((a, i) => { pos[a.replace('?', '')] = parsed.positionals[i] })
+  return await cmd.run(pos, parsed.values as Flags)
+}
+
+main(process.argv.slice(2)).then(
+  (code) => { process.exitCode = code },
+  (err) => {
+    if (isCpfsError(err)) {
+      process.stderr.write(err.line() + '\n')
+      process.exitCode = err.code === 'USAGE' ? 2 : 1
+    } else {
+      process.stderr.write(`cpfs: internal error: ${err?.message ?? err} (please report it with the daemon log)\n`)
+      if (process.env.CPFS_DEBUG) process.stderr.write(String(err?.stack) + '\n')
+      process.exitCode = 70
+    }
+  }
+)

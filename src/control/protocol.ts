@@ -1,0 +1,13 @@
+// The control socket: a Unix socket in the workspace's cpfs directory (mode 0600, in a 0700
+// directory), one JSON request per connection, one JSON reply. The daemon answers with the
+// result or with a CpfsError's code, message and hint, so the CLI prints the same one-line
+// error whichever process found it.
+
+export interface Request {
+  cmd: string
+  args?: Record<string, unknown>
+}
+
+export type Reply =
+  | { ok: true, result: unknown }
+  | { ok: false, code: string, message: string, hint?: string }

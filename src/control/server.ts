@@ -1,0 +1,48 @@
+import * as fs from 'node:fs'
+import * as net from 'node:net'
+import { CpfsError, isCpfsError } from '../errors.js'
+import type { Reply, Request } from './protocol.js'
+
+export type Handler = (req: Request) => Promise<unknown>
+
+export async function serve (socketPath: string, handler: Handler): Promise<net.Server> {
+  try {
+    fs.unlinkSync(socketPath)
+  } catch {}
+  const server = net.createServer((conn) => {
+    let buf = ''
+    conn.setEncoding('utf8')
+    conn.on('data', (chunk) => {
+      buf += chunk
+      const nl = buf.indexOf('\n')
+      if (nl < 0) return
+      const line = buf.slice(0, nl)
+      buf = ''
+      let req: Request
+      try {
+        req = JSON.parse(line)
+      } catch {
+        conn.end(JSON.stringify({ ok: false, code: 'BAD_REQUEST', message: 'malformed request' }) + '\n')
+        return
+      }
+      handler(req).then(
+        (result) => reply(conn, { ok: true, result: result ?? null }),
+        (err) => {
+          const e = isCpfsError(err) ? err : new CpfsError('INTERNAL', String(err?.stack ?? err))
+          reply(conn, { ok: false, code: e.code, message: e.message, hint: e.hint })
+        }
+      )
+    })
+    conn.on('error', () => {})
+  })
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject)
+    server.listen(socketPath, () => resolve())
+  })
+  fs.chmodSync(socketPath, 0o600)
+  return server
+}
+
+function reply (conn: net.Socket, r: Reply): void {
+  if (!conn.destroyed) conn.end(JSON.stringify(r) + '\n')
+}

@@ -1,0 +1,23 @@
+// Entry point of the daemon process (started by `cpfs mount`). Options arrive as one JSON
+// argument; readiness or the startup error goes back as one JSON line on file descriptor 3.
+import * as fs from 'node:fs'
+import { CpfsError, isCpfsError } from '../errors.js'
+import { runDaemon, type DaemonOptions } from './daemon.js'
+
+function report (line: object): void {
+  try {
+    fs.writeSync(3, JSON.stringify(line) + '\n')
+    fs.closeSync(3)
+  } catch {}
+}
+
+const opts = JSON.parse(process.argv[2]) as DaemonOptions
+process.on('uncaughtException', (err) => {
+  process.stderr.write(`cpfs daemon: uncaught: ${err.stack ?? err}\n`)
+})
+runDaemon(opts, (info) => report({ ready: info })).catch((err) => {
+  const e = isCpfsError(err) ? err : new CpfsError('INTERNAL', String(err?.stack ?? err))
+  process.stderr.write(`cpfs daemon: ${e.line()}\n`)
+  report({ error: { code: e.code, message: e.message, hint: e.hint } })
+  process.exit(1)
+})

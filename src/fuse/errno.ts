@@ -1,0 +1,14 @@
+// The one place where error codes become errno numbers. fuse-native wants negative errnos.
+import { constants } from 'node:os'
+import { isCpfsError } from '../errors.js'
+
+const errno = constants.errno as Record<string, number>
+
+export function toErrno (err: unknown): number {
+  let code: string | undefined
+  if (isCpfsError(err)) code = err.code
+  else if (err && typeof (err as any).code === 'string') code = (err as any).code
+  if (code === 'STORE_WRITE') code = 'ENOSPC'
+  const n = code !== undefined ? errno[code] : undefined
+  return -(n ?? errno.EIO)
+}

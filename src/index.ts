@@ -1,0 +1,7 @@
+// cpfs as a library: `import { mount, turn, rewind, ... } from 'cpfs'`.
+export { mount, unmount, turn, log, rewind, undo, redo, status } from './api.js'
+export type { Target, MountOptions, UnmountResult, RewindResult, StatusInfo } from './api.js'
+export type { TurnInfo } from './session/session.js'
+export type { PlanSummary } from './plans/run.js'
+export type { ReadyInfo } from './daemon/daemon.js'
+export { CpfsError } from './errors.js'

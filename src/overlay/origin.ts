@@ -1,0 +1,219 @@
+// The origin: what the workspace held before cpfs first changed it. It is the real
+// directory, read through a directory handle opened before mounting, except where a plan
+// has since changed a real path: the plan captured the original state first into the base
+// map, which therefore wins. So origin = base ⊕ real, and it never changes while history
+// exists — which is why layer entries may point at origin content (`src`, `redirect`).
+import * as fs from 'node:fs'
+import { CHUNK_SIZE, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG, type Entry, type LiveEntry } from '../store/entries.js'
+import type { ChunkStore } from '../store/chunks.js'
+import { ancestors, isWithin, join, parentOf } from './paths.js'
+
+export interface OriginStat {
+  t: 'f' | 'd' | 'l'
+  mode: number
+  uid: number
+  gid: number
+  size: number
+  atime: number
+  mtime: number
+  ctime: number
+  ino: number
+  nlink: number
+  blocks: number
+}
+
+export class Origin {
+  readonly dirFd: number
+  readonly base: Map<string, Entry>
+  private readonly baseChildren = new Map<string, Set<string>>()
+  private readonly chunks: ChunkStore
+  private readonly fds = new Map<string, number>()
+
+  constructor (dirFd: number, base: Map<string, Entry>, chunks: ChunkStore) {
+    this.dirFd = dirFd
+    this.base = base
+    this.chunks = chunks
+    for (const p of base.keys()) this.indexBase(p)
+  }
+
+  /** Path of a real file as the daemon (which holds the handle) can reach it. */
+  realPath (p: string): string {
+    return `/proc/self/fd/${this.dirFd}${p === '/' ? '/.' : p}`
+  }
+
+  setBase (p: string, e: Entry): void {
+    if (!this.base.has(p)) this.indexBase(p)
+    this.base.set(p, e)
+  }
+
+  private indexBase (p: string): void {
+    if (p === '/') return
+    const dir = parentOf(p)
+    let set = this.baseChildren.get(dir)
+    if (!set) this.baseChildren.set(dir, set = new Set())
+    set.add(p.slice(dir === '/' ? 1 : dir.length + 1))
+  }
+
+  /** The base entry covering p: itself, or an ancestor that hides it. */
+  private baseCover (p: string): Entry | 'hidden' | undefined {
+    if (this.base.size === 0) return undefined
+    const e = this.base.get(p)
+    if (e) return e
+    for (const a of ancestors(p)) {
+      const ea = this.base.get(a)
+      if (ea && ea.t !== 'd') return 'hidden'
+    }
+    return undefined
+  }
+
+  /** True when p's origin state is whatever the real directory holds now. */
+  servedByReal (p: string): boolean {
+    return this.baseCover(p) === undefined
+  }
+
+  stat (p: string): OriginStat | LiveEntry | null {
+    const cover = this.baseCover(p)
+    if (cover === 'hidden') return null
+    if (cover) return cover.t === 'w' ? null : cover
+    return this.realStat(p)
+  }
+
+  realStat (p: string): OriginStat | null {
+    let st: fs.BigIntStats | fs.Stats | undefined
+    try {
+      st = fs.lstatSync(this.realPath(p), { throwIfNoEntry: false })
+    } catch (err: any) {
+      if (err.code === 'ENOTDIR' || err.code === 'ENOENT' || err.code === 'ELOOP') return null
+      throw err
+    }
+    if (!st) return null
+    const fmt = st.mode & S_IFMT
+    const t = fmt === S_IFREG ? 'f' : fmt === S_IFDIR ? 'd' : fmt === S_IFLNK ? 'l' : null
+    if (!t) return null // FIFOs, sockets and devices are not part of a workspace view
+    return {
+      t,
+      mode: st.mode,
+      uid: st.uid,
+      gid: st.gid,
+      size: st.size,
+      atime: Math.floor(st.atimeMs),
+      mtime: Math.floor(st.mtimeMs),
+      ctime: Math.floor(st.ctimeMs),
+      ino: st.ino,
+      nlink: st.nlink,
+      blocks: st.blocks
+    }
+  }
+
+  /** Names in origin directory p (union of base and real, minus base whiteouts). */
+  readdir (p: string): string[] {
+    const cover = this.baseCover(p)
+    if (cover === 'hidden' || (cover && cover.t !== 'd')) return []
+    const names = new Set<string>()
+    const realIsDir = !cover || cover.t === 'd'
+    if (realIsDir) {
+      let real: fs.Dirent[] = []
+      try {
+        real = fs.readdirSync(this.realPath(p), { withFileTypes: true })
+      } catch (err: any) {
+        if (err.code !== 'ENOENT' && err.code !== 'ENOTDIR') throw err
+      }
+      // FIFOs, sockets and devices are not part of a workspace view (d_type tells, no lstat).
+      for (const d of real) if (d.isFile() || d.isDirectory() || d.isSymbolicLink()) names.add(d.name)
+    }
+    const fromBase = this.baseChildren.get(p)
+    if (fromBase) {
+      for (const n of fromBase) {
+        const e = this.base.get(join(p, n))
+        if (!e) continue
+        if (e.t === 'w') names.delete(n)
+        else names.add(n)
+      }
+    }
+    // Real children hidden by a base entry of another type are handled by stat() at lookup.
+    return [...names]
+  }
+
+  readlink (p: string): string {
+    const cover = this.baseCover(p)
+    if (cover && cover !== 'hidden' && cover.t === 'l') return cover.target
+    return fs.readlinkSync(this.realPath(p))
+  }
+
+  /** Read origin file bytes of p into buf; returns bytes read. */
+  read (p: string, buf: Buffer, offset: number, length: number, position: number): number {
+    const cover = this.baseCover(p)
+    if (cover && cover !== 'hidden' && cover.t === 'f') return readChunks(cover.chunks, cover.size, this.chunks, buf, offset, length, position, null)
+    let fd = this.fds.get(p)
+    if (fd === undefined) {
+      fd = fs.openSync(this.realPath(p), fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW)
+      if (this.fds.size > 256) this.closeFds()
+      this.fds.set(p, fd)
+    }
+    let done = 0
+    while (done < length) {
+      const n = fs.readSync(fd, buf, offset + done, length - done, position + done)
+      if (n === 0) break
+      done += n
+    }
+    return done
+  }
+
+  closeFds (): void {
+    for (const fd of this.fds.values()) {
+      try { fs.closeSync(fd) } catch {}
+    }
+    this.fds.clear()
+  }
+
+  /** Forget cached real-file handles at or below p (after a plan changed the real dir). */
+  forget (p: string): void {
+    for (const [q, fd] of this.fds) {
+      if (isWithin(q, p)) {
+        try { fs.closeSync(fd) } catch {}
+        this.fds.delete(q)
+      }
+    }
+  }
+}
+
+/**
+ * Read [position, position+length) of a chunked file into buf at offset. Bytes past the
+ * recorded chunks (holes, shrunk chunks) read as zeros; SRC chunks come from `srcRead`.
+ */
+export function readChunks (
+  chunks: readonly (Buffer | null | 1)[],
+  size: number,
+  store: ChunkStore,
+  buf: Buffer,
+  offset: number,
+  length: number,
+  position: number,
+  srcRead: ((b: Buffer, off: number, len: number, pos: number) => number) | null,
+  dirty?: Map<number, Buffer>
+): number {
+  if (position >= size) return 0
+  const end = Math.min(size, position + length)
+  let pos = position
+  while (pos < end) {
+    const idx = Math.floor(pos / CHUNK_SIZE)
+    const within = pos - idx * CHUNK_SIZE
+    const n = Math.min(CHUNK_SIZE - within, end - pos)
+    const out = offset + (pos - position)
+    const d = dirty?.get(idx)
+    const ref = d ?? chunks[idx]
+    if (d || Buffer.isBuffer(ref)) {
+      const data = d ?? store.get(ref as Buffer)
+      const avail = Math.max(0, Math.min(n, data.length - within))
+      if (avail > 0) data.copy(buf, out, within, within + avail)
+      if (avail < n) buf.fill(0, out + avail, out + n)
+    } else if (ref === 1 && srcRead) {
+      const got = srcRead(buf, out, n, pos)
+      if (got < n) buf.fill(0, out + got, out + n)
+    } else {
+      buf.fill(0, out, out + n)
+    }
+    pos += n
+  }
+  return end - position
+}

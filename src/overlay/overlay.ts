@@ -1,0 +1,627 @@
+// The live overlay: the head layer over the merged view of older layers and the origin.
+// Every mutation goes through here, synchronously (the FUSE edge runs one op at a time on
+// the JavaScript thread, so no op sees another half-done). Rules this module keeps:
+//  - Reads never copy up. A file is copied up on its first modification, in O(1): its new
+//    entry points at the origin file (`src`) and only the chunks later written are stored.
+//  - An entry is never mutated once its layer is sealed: the first change in a new turn
+//    clones it into the head layer (`headFile`, `headDir`, `headMeta` are the only ways
+//    to get a writable entry).
+//  - Removing a path writes a whiteout only when the path existed when the turn began.
+//  - Open files are nodes keyed by their current path; renames move them, unlink detaches
+//    them so they stay readable and writable through their handles.
+// Persistence is not done here: every head-layer change is reported to `onChange`, and the
+// session batches those changes into LevelDB.
+import * as fs from 'node:fs'
+import { fsError } from '../errors.js'
+import type { ChunkStore } from '../store/chunks.js'
+import {
+  CHUNK_SIZE, SRC, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG, chunkCount, cloneEntry, typeBits,
+  type DirEntry, type Entry, type FileEntry, type LinkEntry, type LiveEntry
+} from '../store/entries.js'
+import { readChunks, type Origin, type OriginStat } from './origin.js'
+import { isWithin, join, parentOf, rebase } from './paths.js'
+import { View, resolvedType, type Resolved } from './view.js'
+
+export interface Attr {
+  mode: number
+  uid: number
+  gid: number
+  size: number
+  atime: number
+  mtime: number
+  ctime: number
+  ino: number
+  nlink: number
+  blocks: number
+}
+
+export class FileNode {
+  path: string | null
+  /** The upper entry holding this file's state; null while it is the untouched origin file. */
+  entry: FileEntry | null
+  originPath: string | null
+  readonly dirty = new Map<number, Buffer>()
+  opens = 0
+  stale = false
+
+  constructor (path: string, entry: FileEntry | null, originPath: string | null) {
+    this.path = path
+    this.entry = entry
+    this.originPath = originPath
+  }
+}
+
+interface Handle {
+  node: FileNode
+  writable: boolean
+}
+
+export interface OverlayHooks {
+  /** A head-layer path changed (set or deleted). */
+  onChange: (path: string) => void
+  /** Allocate an inode number for a new file, directory or symlink. */
+  allocIno: () => number
+  /** Throws ENOSPC when the store cannot take more data. */
+  checkSpace: (bytes: number) => void
+  /** The first write after a rewind clears the redo stack. */
+  onWrite: () => void
+}
+
+// Values at or above 2^53 mean "leave this time alone" (the patched binding maps UTIME_OMIT).
+const OMIT = 2 ** 53
+
+export class Overlay {
+  view: View
+  head: Map<string, Entry>
+  readonly origin: Origin
+  readonly chunks: ChunkStore
+  private readonly hooks: OverlayHooks
+  readonly nodes = new Map<string, FileNode>()
+  private readonly handles = new Map<number, Handle>()
+  private nextFh = 1
+  readonly uid = process.getuid?.() ?? 0
+  readonly gid = process.getgid?.() ?? 0
+
+  constructor (view: View, head: Map<string, Entry>, origin: Origin, chunks: ChunkStore, hooks: OverlayHooks) {
+    this.view = view
+    this.head = head
+    this.origin = origin
+    this.chunks = chunks
+    this.hooks = hooks
+  }
+
+  /** Swap in a new stack (after a turn, rewind or redo). Open handles become stale. */
+  reset (view: View, head: Map<string, Entry>, keepHandles: boolean): void {
+    this.view = view
+    this.head = head
+    if (!keepHandles) {
+      for (const node of this.nodes.values()) node.stale = true
+      for (const h of this.handles.values()) h.node.stale = true
+      this.nodes.clear()
+    }
+  }
+
+  // ---- lookups -------------------------------------------------------------------------
+
+  private resolve (p: string): Resolved {
+    const r = this.view.resolve(p)
+    if (!r) throw fsError('ENOENT', p)
+    return r
+  }
+
+  getattr (p: string): Attr {
+    return this.attrOf(this.resolve(p))
+  }
+
+  attrOf (r: Resolved): Attr {
+    if (r.kind === 'origin' && 'nlink' in r.stat) {
+      const st = r.stat
+      return { mode: st.mode, uid: st.uid, gid: st.gid, size: st.size, atime: st.atime, mtime: st.mtime, ctime: st.ctime, ino: st.ino, nlink: st.t === 'd' ? st.nlink : 1, blocks: st.blocks }
+    }
+    const e = r.kind === 'upper' ? r.entry : r.stat as LiveEntry
+    const size = e.t === 'f' ? e.size : e.t === 'l' ? Buffer.byteLength(e.target) : 4096
+    return {
+      mode: (e.mode & ~S_IFMT) | typeBits(e),
+      uid: e.uid,
+      gid: e.gid,
+      size,
+      atime: e.atime,
+      mtime: e.mtime,
+      ctime: e.ctime,
+      ino: e.ino,
+      nlink: e.t === 'd' ? 2 : 1,
+      blocks: e.t === 'f' ? Math.ceil(size / 512) : 0
+    }
+  }
+
+  fgetattr (fh: number, p: string): Attr {
+    const h = this.handles.get(fh)
+    if (!h) return this.getattr(p)
+    const node = this.live(h)
+    if (node.entry) return this.attrOf({ kind: 'upper', entry: node.entry })
+    if (node.path) return this.getattr(node.path)
+    throw fsError('ESTALE', p)
+  }
+
+  readdir (p: string): string[] {
+    const r = this.resolve(p)
+    if (resolvedType(r) !== 'd') throw fsError('ENOTDIR', p)
+    return this.view.readdir(p)
+  }
+
+  readlink (p: string): string {
+    const r = this.resolve(p)
+    if (resolvedType(r) !== 'l') throw fsError('EINVAL', p)
+    return r.kind === 'upper' ? (r.entry as LinkEntry).target : this.origin.readlink(r.originPath)
+  }
+
+  access (p: string): void {
+    this.resolve(p)
+  }
+
+  statfs (): fs.StatsFs {
+    return fs.statfsSync(this.origin.realPath('/'))
+  }
+
+  // ---- head-layer bookkeeping -----------------------------------------------------------
+
+  /** Does removing p need a whiteout (did p exist when the head turn began)? */
+  private needsWhiteout (p: string): boolean {
+    const h = this.head.get(p)
+    if (h) return h.n !== 1
+    // An older whiteout counts too: the view holds one entry per path, so a head entry that
+    // replaced it must leave a whiteout behind when it goes, or the origin would resurface.
+    return this.view.entries.has(p) || this.view.resolve(p) !== null
+  }
+
+  private setHead (p: string, e: Entry): void {
+    this.head.set(p, e)
+    this.view.set(p, e)
+    this.hooks.onChange(p)
+  }
+
+  /** Drop every upper entry strictly below p (from the head layer and the view). */
+  private dropBelow (p: string): void {
+    for (const q of this.view.below(p)) {
+      if (this.head.delete(q)) this.hooks.onChange(q)
+    }
+    this.view.removeBelow(p)
+  }
+
+  /** Remove p (a file, symlink or empty directory) from the view. */
+  private removePath (p: string, isDir: boolean): void {
+    const whiteout = this.needsWhiteout(p)
+    if (isDir) this.dropBelow(p)
+    if (whiteout) {
+      this.setHead(p, { t: 'w' })
+    } else {
+      this.head.delete(p)
+      this.view.delete(p)
+      this.hooks.onChange(p)
+    }
+  }
+
+  private newMeta (mode: number, ino?: number) {
+    const now = Date.now()
+    return { mode, uid: this.uid, gid: this.gid, atime: now, mtime: now, ctime: now, ino: ino ?? this.hooks.allocIno() }
+  }
+
+  private fromOrigin (r: Extract<Resolved, { kind: 'origin' }>): LiveEntry {
+    const st = r.stat
+    if (!('nlink' in st)) {
+      // A base entry (captured original): copy it, keeping its content references.
+      const c = cloneEntry(st)
+      delete c.n
+      return c
+    }
+    const meta = { mode: st.mode & ~S_IFMT, uid: st.uid, gid: st.gid, atime: st.atime, mtime: st.mtime, ctime: st.ctime, ino: st.ino }
+    if (st.t === 'f') return { t: 'f', ...meta, size: st.size, chunks: new Array(chunkCount(st.size)).fill(SRC), src: r.originPath }
+    if (st.t === 'l') return { t: 'l', ...meta, target: this.origin.readlink(r.originPath) }
+    return { t: 'd', ...meta }
+  }
+
+  /** A writable head-layer entry for the existing path p (copy-up when needed). */
+  private headEntry (p: string): LiveEntry {
+    const h = this.head.get(p)
+    if (h && h.t !== 'w') return h
+    const r = this.resolve(p)
+    const e = r.kind === 'upper' ? cloneEntry(r.entry) : this.fromOrigin(r)
+    delete e.n // p existed when the turn began (it resolved without a head entry)
+    this.setHead(p, e)
+    const node = this.nodes.get(p)
+    if (node && e.t === 'f') node.entry = e
+    return e
+  }
+
+  private headFile (node: FileNode): FileEntry {
+    if (node.stale) throw fsError('ESTALE', node.path ?? '(unlinked)')
+    if (node.path === null) {
+      // Unlinked but still open: the detached entry takes writes (never persisted).
+      if (!node.entry) throw fsError('ESTALE', '(unlinked)')
+      return node.entry
+    }
+    const e = this.headEntry(node.path)
+    if (e.t !== 'f') throw fsError('EISDIR', node.path)
+    node.entry = e
+    return e
+  }
+
+  private touched (): void {
+    this.hooks.onWrite()
+  }
+
+  // ---- files ----------------------------------------------------------------------------
+
+  private nodeFor (p: string): FileNode {
+    let node = this.nodes.get(p)
+    if (node) return node
+    const r = this.resolve(p)
+    const t = resolvedType(r)
+    if (t === 'd') throw fsError('EISDIR', p)
+    if (t !== 'f') throw fsError('EINVAL', p)
+    node = r.kind === 'upper'
+      ? new FileNode(p, r.entry as FileEntry, null)
+      : new FileNode(p, null, r.originPath)
+    if (r.kind === 'origin' && !('nlink' in r.stat)) node.entry = this.fromOrigin(r) as FileEntry
+    this.nodes.set(p, node)
+    return node
+  }
+
+  open (p: string, flags: number): number {
+    const node = this.nodeFor(p)
+    const acc = flags & 3 // O_ACCMODE
+    const writable = acc === fs.constants.O_WRONLY || acc === fs.constants.O_RDWR
+    return this.addHandle(node, writable)
+  }
+
+  private addHandle (node: FileNode, writable: boolean): number {
+    node.opens++
+    const fh = this.nextFh++
+    if (this.nextFh > 0x7fffffff) this.nextFh = 1
+    this.handles.set(fh, { node, writable })
+    return fh
+  }
+
+  create (p: string, mode: number): number {
+    if (this.view.resolve(p)) throw fsError('EEXIST', p)
+    this.parentDir(p)
+    this.hooks.checkSpace(0)
+    this.touched()
+    const n = this.needsWhiteout(p) ? undefined : 1
+    const e: FileEntry = { t: 'f', ...this.newMeta(mode & 0o7777), size: 0, chunks: [] }
+    if (n) e.n = 1
+    this.setHead(p, e)
+    const node = new FileNode(p, e, null)
+    this.nodes.set(p, node)
+    return this.addHandle(node, true)
+  }
+
+  private live (h: Handle): FileNode {
+    if (h.node.stale) throw fsError('ESTALE', h.node.path ?? '(unlinked)')
+    return h.node
+  }
+
+  private handle (fh: number): Handle {
+    const h = this.handles.get(fh)
+    if (!h) throw fsError('EBADF', String(fh))
+    return h
+  }
+
+  read (fh: number, buf: Buffer, len: number, pos: number): number {
+    const node = this.live(this.handle(fh))
+    const e = node.entry
+    if (!e) return this.origin.read(node.originPath!, buf, 0, len, pos)
+    return readChunks(e.chunks, e.size, this.chunks, buf, 0, len, pos, this.srcReader(e), node.dirty)
+  }
+
+  private srcReader (e: FileEntry) {
+    const src = e.src
+    if (src === undefined) return null
+    return (b: Buffer, off: number, len: number, pos: number) => this.origin.read(src, b, off, len, pos)
+  }
+
+  /** The dirty buffer for chunk idx, loaded with the chunk's current bytes. */
+  private dirtyChunk (node: FileNode, e: FileEntry, idx: number): Buffer {
+    let d = node.dirty.get(idx)
+    if (d) return d
+    d = Buffer.alloc(CHUNK_SIZE)
+    const start = idx * CHUNK_SIZE
+    if (start < e.size) {
+      readChunks(e.chunks, e.size, this.chunks, d, 0, Math.min(CHUNK_SIZE, e.size - start), start, this.srcReader(e))
+    }
+    node.dirty.set(idx, d)
+    return d
+  }
+
+  write (fh: number, buf: Buffer, len: number, pos: number): number {
+    const h = this.handle(fh)
+    const node = this.live(h)
+    if (!h.writable) throw fsError('EBADF', node.path ?? '(unlinked)')
+    this.hooks.checkSpace(len)
+    this.touched()
+    const e = this.headFile(node)
+    const end = pos + len
+    while (e.chunks.length < chunkCount(end)) e.chunks.push(null)
+    let done = 0
+    while (done < len) {
+      const at = pos + done
+      const idx = Math.floor(at / CHUNK_SIZE)
+      const within = at - idx * CHUNK_SIZE
+      const n = Math.min(CHUNK_SIZE - within, len - done)
+      const d = this.dirtyChunk(node, e, idx)
+      buf.copy(d, within, done, done + n)
+      done += n
+    }
+    if (end > e.size) e.size = end
+    e.mtime = e.ctime = Date.now()
+    if (node.path) this.hooks.onChange(node.path)
+    return len
+  }
+
+  private truncateNode (node: FileNode, size: number): void {
+    this.touched()
+    const e = this.headFile(node)
+    if (size < e.size) {
+      const keep = chunkCount(size)
+      const within = size % CHUNK_SIZE
+      // The chunk holding the new end is rewritten so old bytes never reappear on regrowth.
+      if (within !== 0) this.dirtyChunk(node, e, keep - 1).fill(0, within)
+      e.chunks.length = keep
+      for (const idx of node.dirty.keys()) if (idx >= keep) node.dirty.delete(idx)
+    } else {
+      this.hooks.checkSpace(0)
+      while (e.chunks.length < chunkCount(size)) e.chunks.push(null)
+    }
+    e.size = size
+    e.mtime = e.ctime = Date.now()
+    if (node.path) this.hooks.onChange(node.path)
+  }
+
+  truncate (p: string, size: number): void {
+    const node = this.nodes.get(p) ?? this.nodeFor(p)
+    this.truncateNode(node, size)
+    if (node.opens === 0) {
+      this.flushNode(node)
+      this.nodes.delete(p)
+    }
+  }
+
+  ftruncate (fh: number, size: number): void {
+    const h = this.handle(fh)
+    this.truncateNode(this.live(h), size)
+  }
+
+  /** Hash the dirty chunks of the node at p into its entry (called by the session). */
+  flushNode (node: FileNode): void {
+    const e = node.entry
+    if (!e || node.dirty.size === 0) return
+    for (const [idx, d] of node.dirty) {
+      const valid = Math.min(CHUNK_SIZE, e.size - idx * CHUNK_SIZE)
+      if (valid > 0 && idx < e.chunks.length) e.chunks[idx] = this.chunks.put(d.subarray(0, valid))
+    }
+    node.dirty.clear()
+  }
+
+  release (fh: number): FileNode | null {
+    const h = this.handles.get(fh)
+    if (!h) return null
+    this.handles.delete(fh)
+    const node = h.node
+    node.opens--
+    if (node.opens <= 0) {
+      if (node.path && this.nodes.get(node.path) === node) {
+        // Keep the node only while it holds unflushed data; the session flushes it.
+        if (node.dirty.size === 0) this.nodes.delete(node.path)
+      }
+    }
+    return node
+  }
+
+  handleNode (fh: number): FileNode | undefined {
+    return this.handles.get(fh)?.node
+  }
+
+  // ---- namespace ------------------------------------------------------------------------
+
+  private parentDir (p: string): void {
+    const parent = parentOf(p)
+    const r = this.view.resolve(parent)
+    if (!r) throw fsError('ENOENT', parent)
+    if (resolvedType(r) !== 'd') throw fsError('ENOTDIR', parent)
+  }
+
+  mkdir (p: string, mode: number): void {
+    if (this.view.resolve(p)) throw fsError('EEXIST', p)
+    this.parentDir(p)
+    this.hooks.checkSpace(0)
+    this.touched()
+    const n = this.needsWhiteout(p) ? undefined : 1
+    // A new directory has no old children: opaque, so nothing below it is ever looked up.
+    const e: DirEntry = { t: 'd', ...this.newMeta(mode & 0o7777), opaque: 1 }
+    if (n) e.n = 1
+    this.dropBelow(p)
+    this.setHead(p, e)
+  }
+
+  symlink (target: string, p: string): void {
+    if (this.view.resolve(p)) throw fsError('EEXIST', p)
+    this.parentDir(p)
+    this.hooks.checkSpace(0)
+    this.touched()
+    const n = this.needsWhiteout(p) ? undefined : 1
+    const e: LinkEntry = { t: 'l', ...this.newMeta(0o777), target }
+    if (n) e.n = 1
+    this.setHead(p, e)
+  }
+
+  unlink (p: string): void {
+    const r = this.resolve(p)
+    if (resolvedType(r) === 'd') throw fsError('EISDIR', p)
+    this.touched()
+    this.detachNode(p)
+    this.removePath(p, false)
+  }
+
+  /** An open file that loses its path keeps its content for its handles. */
+  private detachNode (p: string): void {
+    const node = this.nodes.get(p)
+    if (!node) return
+    this.nodes.delete(p)
+    if (!node.entry) {
+      const r = this.view.resolve(p)
+      if (r && r.kind === 'origin') node.entry = this.fromOrigin(r) as FileEntry
+    }
+    if (node.entry) node.entry = cloneEntry(node.entry)
+    node.path = null
+  }
+
+  rmdir (p: string): void {
+    const r = this.resolve(p)
+    if (resolvedType(r) !== 'd') throw fsError('ENOTDIR', p)
+    if (p === '/') throw fsError('EPERM', p)
+    if (this.view.readdir(p).length > 0) throw fsError('ENOTEMPTY', p)
+    this.touched()
+    this.removePath(p, true)
+  }
+
+  rename (src: string, dst: string): void {
+    if (src === dst) return
+    const rs = this.resolve(src)
+    if (isWithin(dst, src)) throw fsError('EINVAL', dst)
+    this.parentDir(dst)
+    const rd = this.view.resolve(dst)
+    const srcIsDir = resolvedType(rs) === 'd'
+    if (rd) {
+      const dstIsDir = resolvedType(rd) === 'd'
+      if (srcIsDir && !dstIsDir) throw fsError('ENOTDIR', dst)
+      if (!srcIsDir && dstIsDir) throw fsError('EISDIR', dst)
+      if (dstIsDir && this.view.readdir(dst).length > 0) throw fsError('ENOTEMPTY', dst)
+    }
+    this.hooks.checkSpace(0)
+    this.touched()
+    if (rd) {
+      this.detachNode(dst)
+      this.removePath(dst, srcIsDir)
+    }
+    if (srcIsDir) this.renameDir(src, dst, rs)
+    else this.renameLeaf(src, dst, rs)
+  }
+
+  private renameLeaf (src: string, dst: string, rs: Resolved): void {
+    let moved: LiveEntry
+    if (rs.kind === 'upper') moved = this.head.get(src) === rs.entry ? rs.entry : cloneEntry(rs.entry)
+    else moved = this.fromOrigin(rs)
+    this.removePath(src, false)
+    if (this.needsWhiteout(dst)) delete moved.n
+    else moved.n = 1
+    moved.ctime = Date.now()
+    this.setHead(dst, moved)
+    const node = this.nodes.get(src)
+    if (node) {
+      this.nodes.delete(src)
+      node.path = dst
+      if (moved.t === 'f') node.entry = moved
+      this.nodes.set(dst, node)
+    }
+  }
+
+  private renameDir (src: string, dst: string, rs: Resolved): void {
+    // The moved directory keeps its origin children by pointing at them (redirect), so a
+    // lower directory of any size moves in O(upper entries below it).
+    let originDir: string | null
+    let attrs: LiveEntry
+    if (rs.kind === 'upper') {
+      const e = rs.entry as DirEntry
+      attrs = e
+      originDir = e.redirect ?? (e.opaque ? null : this.view.originPathFor(src))
+    } else {
+      attrs = this.fromOrigin(rs)
+      originDir = rs.originPath
+    }
+    if (originDir !== null && this.origin.stat(originDir)?.t !== 'd') originDir = null
+    const moved = this.view.subtree(src).map(([q, e]) => [rebase(q, src, dst), e, this.head.get(q) === e] as const)
+    this.removePath(src, true)
+    const dir: DirEntry = { t: 'd', mode: attrs.mode & ~S_IFMT, uid: attrs.uid, gid: attrs.gid, atime: attrs.atime, mtime: attrs.mtime, ctime: Date.now(), ino: attrs.ino, opaque: 1 }
+    if (originDir !== null) dir.redirect = originDir
+    if (!this.needsWhiteout(dst)) dir.n = 1
+    this.setHead(dst, dir)
+    for (const [q, e, own] of moved) {
+      const c = own ? e : cloneEntry(e)
+      const existed = this.needsWhiteout(q)
+      if (c.t === 'w') {
+        if (existed) this.setHead(q, { t: 'w' })
+        continue
+      }
+      if (existed) delete c.n
+      else c.n = 1
+      this.setHead(q, c)
+    }
+    for (const [p, node] of [...this.nodes]) {
+      if (isWithin(p, src)) {
+        this.nodes.delete(p)
+        node.path = rebase(p, src, dst)
+        const e = this.head.get(node.path)
+        if (e && e.t === 'f') node.entry = e
+        this.nodes.set(node.path, node)
+      }
+    }
+  }
+
+  /** Hard links are copies: a new file with the same content (see docs/decisions.md). */
+  link (src: string, dst: string): void {
+    const rs = this.resolve(src)
+    if (resolvedType(rs) === 'd') throw fsError('EPERM', src)
+    if (this.view.resolve(dst)) throw fsError('EEXIST', dst)
+    this.parentDir(dst)
+    this.hooks.checkSpace(0)
+    this.touched()
+    const node = this.nodes.get(src)
+    if (node) this.flushNode(node)
+    const base = rs.kind === 'upper' ? rs.entry : this.fromOrigin(rs)
+    const c = cloneEntry(base)
+    c.ino = this.hooks.allocIno()
+    c.ctime = Date.now()
+    if (this.needsWhiteout(dst)) delete c.n
+    else c.n = 1
+    this.setHead(dst, c)
+  }
+
+  chmod (p: string, mode: number): void {
+    this.touched()
+    const e = this.headEntry(p)
+    e.mode = mode & 0o7777
+    e.ctime = Date.now()
+    this.hooks.onChange(p)
+  }
+
+  chown (p: string, uid: number, gid: number): void {
+    this.touched()
+    const e = this.headEntry(p)
+    // -1 (as an unsigned 32-bit value) means "leave unchanged".
+    if (uid !== -1 && uid !== 0xffffffff) e.uid = uid
+    if (gid !== -1 && gid !== 0xffffffff) e.gid = gid
+    e.ctime = Date.now()
+    this.hooks.onChange(p)
+  }
+
+  utimens (p: string, atime: number, mtime: number): void {
+    this.touched()
+    const e = this.headEntry(p)
+    if (atime < OMIT) e.atime = Math.floor(atime)
+    if (mtime < OMIT) e.mtime = Math.floor(mtime)
+    e.ctime = Date.now()
+    this.hooks.onChange(p)
+  }
+
+  /** Every open node with unflushed data or an upper entry (for turn and fsync). */
+  openNodes (): FileNode[] {
+    return [...this.nodes.values()]
+  }
+}
+
+export function modeType (mode: number): 'f' | 'd' | 'l' | null {
+  const t = mode & S_IFMT
+  return t === S_IFREG ? 'f' : t === S_IFDIR ? 'd' : t === S_IFLNK ? 'l' : null
+}
+
+export type { OriginStat }

@@ -1,0 +1,146 @@
+// A merged view: the upper entries of a stack of layers flattened into one map (later layers
+// win, whiteouts and opaque directories remove what they hide), over the origin. Lookups
+// walk at most the path's depth in memory and never touch LevelDB. The live overlay keeps
+// one View up to date as the head layer changes; plans build read-only Views for any stack.
+import type { DirEntry, Entry, LiveEntry } from '../store/entries.js'
+import type { Origin, OriginStat } from './origin.js'
+import { ancestors, baseName, isWithin, join, parentOf, rebase } from './paths.js'
+
+export type Resolved =
+  | { kind: 'upper', entry: LiveEntry }
+  | { kind: 'origin', originPath: string, stat: OriginStat | LiveEntry }
+
+export function resolvedType (r: Resolved): 'f' | 'd' | 'l' {
+  return r.kind === 'upper' ? r.entry.t : r.stat.t
+}
+
+export function hidesBelow (e: Entry): boolean {
+  return e.t === 'w' || e.t === 'f' || e.t === 'l' || (e.t === 'd' && (e.opaque === 1 || e.redirect !== undefined))
+}
+
+export class View {
+  readonly entries = new Map<string, Entry>()
+  readonly children = new Map<string, Set<string>>()
+  readonly origin: Origin
+
+  constructor (origin: Origin) {
+    this.origin = origin
+  }
+
+  static build (origin: Origin, layers: Iterable<Map<string, Entry>>): View {
+    const v = new View(origin)
+    for (const layer of layers) v.applyLayer(layer)
+    return v
+  }
+
+  applyLayer (layer: Map<string, Entry>): void {
+    for (const [p, e] of layer) if (hidesBelow(e)) this.removeBelow(p)
+    for (const [p, e] of layer) this.set(p, e)
+  }
+
+  set (p: string, e: Entry): void {
+    if (!this.entries.has(p) && p !== '/') {
+      const dir = parentOf(p)
+      let kids = this.children.get(dir)
+      if (!kids) this.children.set(dir, kids = new Set())
+      kids.add(baseName(p))
+    }
+    this.entries.set(p, e)
+  }
+
+  delete (p: string): void {
+    if (!this.entries.delete(p) || p === '/') return
+    const dir = parentOf(p)
+    const kids = this.children.get(dir)
+    if (kids) {
+      kids.delete(baseName(p))
+      if (kids.size === 0) this.children.delete(dir)
+    }
+  }
+
+  /** Every upper path strictly below p, parents before children. */
+  below (p: string): string[] {
+    const out: string[] = []
+    const walk = (dir: string): void => {
+      const kids = this.children.get(dir)
+      if (!kids) return
+      for (const name of kids) {
+        const q = join(dir, name)
+        out.push(q)
+        walk(q)
+      }
+    }
+    walk(p)
+    return out
+  }
+
+  removeBelow (p: string): void {
+    const qs = this.below(p)
+    for (let i = qs.length - 1; i >= 0; i--) this.delete(qs[i])
+  }
+
+  /** Where p's own state comes from in the origin when no entry exists for p; null if hidden. */
+  originPathFor (p: string): string | null {
+    for (const a of ancestors(p)) {
+      const ea = this.entries.get(a)
+      if (!ea) continue
+      if (ea.t !== 'd') return null
+      if (ea.redirect !== undefined) return rebase(p, a, ea.redirect)
+      if (ea.opaque) return null
+    }
+    return p
+  }
+
+  /** Where directory p's origin children come from; null if it has none. */
+  dirOriginPath (p: string): string | null {
+    const e = this.entries.get(p)
+    if (e) {
+      if (e.t !== 'd') return null
+      if (e.redirect !== undefined) return e.redirect
+      if (e.opaque) return null
+    }
+    return this.originPathFor(p)
+  }
+
+  resolve (p: string): Resolved | null {
+    const e = this.entries.get(p)
+    if (e) return e.t === 'w' ? null : { kind: 'upper', entry: e }
+    const op = this.originPathFor(p)
+    if (op === null) return null
+    const st = this.origin.stat(op)
+    return st ? { kind: 'origin', originPath: op, stat: st } : null
+  }
+
+  readdir (p: string): string[] {
+    const names = new Set<string>()
+    const op = this.dirOriginPath(p)
+    if (op !== null) {
+      const st = this.origin.stat(op)
+      if (st && st.t === 'd') for (const n of this.origin.readdir(op)) names.add(n)
+    }
+    const kids = this.children.get(p)
+    if (kids) {
+      for (const n of kids) {
+        const e = this.entries.get(join(p, n))
+        if (!e || e.t === 'w') names.delete(n)
+        else names.add(n)
+      }
+    }
+    return [...names]
+  }
+
+  /** Upper entries at or below p (for moving a directory). */
+  subtree (p: string): Array<[string, Entry]> {
+    const out: Array<[string, Entry]> = []
+    for (const q of this.below(p)) out.push([q, this.entries.get(q)!])
+    return out
+  }
+
+  isDirEntry (e: Entry | undefined): e is DirEntry {
+    return e !== undefined && e.t === 'd'
+  }
+
+  contains (p: string, dir: string): boolean {
+    return isWithin(p, dir)
+  }
+}

@@ -1,0 +1,138 @@
+// The applier: executes a prepared plan against the real directory. Every operation is
+// idempotent ("make path p be X"), so re-running a journaled plan after a crash finishes it.
+// Files are written to a temporary name in their own directory and renamed into place, so a
+// reader (or a crash) sees the old file or the new one, never a half-written one.
+import * as fs from 'node:fs'
+import { spawnSync } from 'node:child_process'
+import type { Origin } from '../overlay/origin.js'
+import { ancestors, parentOf } from '../overlay/paths.js'
+import type { ChunkStore } from '../store/chunks.js'
+import { CHUNK_SIZE } from '../store/entries.js'
+import { lstatReal } from './real.js'
+import type { PlanOp } from './planner.js'
+
+export interface ApplyResult {
+  done: number
+  bytesWritten: number
+}
+
+export interface ApplyOptions {
+  planId: string
+  /** Called after each operation (progress, and the crash-injection hook of the tests). */
+  onOp?: (index: number, op: PlanOp) => void
+}
+
+function tmpName (origin: Origin, p: string, planId: string, index: number): string {
+  const dir = parentOf(p)
+  return origin.realPath(dir === '/' ? `/.cpfs-tmp-${planId}-${index}` : `${dir}/.cpfs-tmp-${planId}-${index}`)
+}
+
+function removeReal (origin: Origin, p: string): void {
+  const st = fs.lstatSync(origin.realPath(p), { throwIfNoEntry: false })
+  if (!st) return
+  // rmSync does not follow symlinks inside the tree it removes.
+  if (st.isDirectory()) fs.rmSync(origin.realPath(p), { recursive: true, force: true })
+  else fs.unlinkSync(origin.realPath(p))
+}
+
+/** Make every ancestor of p a real directory (replacing planted files or symlinks). */
+function ensureParents (origin: Origin, p: string): void {
+  const chain = [...ancestors(p)].reverse().slice(1)
+  for (const a of chain) {
+    const st = fs.lstatSync(origin.realPath(a), { throwIfNoEntry: false })
+    if (st?.isDirectory()) continue
+    if (st) fs.unlinkSync(origin.realPath(a))
+    fs.mkdirSync(origin.realPath(a), { mode: 0o755 })
+  }
+}
+
+export function applyOps (origin: Origin, chunks: ChunkStore, ops: PlanOp[], opts: ApplyOptions): ApplyResult {
+  let bytesWritten = 0
+  let done = 0
+  ops.forEach((op, index) => {
+    const p = op.path
+    switch (op.op) {
+      case 'remove': {
+        const st = lstatReal(origin, p)
+        if (st.blockedBy) break
+        // Idempotent: remove only what the plan expects there (a re-run must not remove
+        // what a later op of the same plan already put in its place).
+        if (st.type === op.type) removeReal(origin, p)
+        break
+      }
+      case 'mkdir': {
+        ensureParents(origin, p)
+        const st = lstatReal(origin, p)
+        if (st.type === 'd') break
+        if (st.type) removeReal(origin, p)
+        fs.mkdirSync(origin.realPath(p), { mode: 0o700 })
+        break
+      }
+      case 'write': {
+        ensureParents(origin, p)
+        const tmp = tmpName(origin, p, opts.planId, index)
+        const fd = fs.openSync(tmp, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_TRUNC | fs.constants.O_NOFOLLOW, 0o600)
+        try {
+          let pos = 0
+          for (const hex of op.chunks ?? []) {
+            const data = chunks.get(Buffer.from(hex, 'hex'))
+            let off = 0
+            while (off < data.length) off += fs.writeSync(fd, data, off, data.length - off, pos + off)
+            pos += CHUNK_SIZE
+            bytesWritten += data.length
+          }
+          fs.ftruncateSync(fd, op.size)
+          if (process.env.CPFS_TEST_CORRUPT_WRITE === p && op.size > 0) {
+            // Test hook: flip one byte so the tests can show that verification catches it.
+            const b = Buffer.alloc(1)
+            fs.readSync(fd, b, 0, 1, 0)
+            b[0] ^= 0xff
+            fs.writeSync(fd, b, 0, 1, 0)
+          }
+          fs.fchmodSync(fd, op.mode)
+          fs.futimesSync(fd, op.atime / 1000, op.mtime / 1000)
+        } finally {
+          fs.closeSync(fd)
+        }
+        const st = lstatReal(origin, p)
+        if (st.type === 'd') removeReal(origin, p)
+        fs.renameSync(tmp, origin.realPath(p))
+        break
+      }
+      case 'symlink': {
+        ensureParents(origin, p)
+        const st = lstatReal(origin, p)
+        if (st.type === 'l' && st.target === op.target) break
+        const tmp = tmpName(origin, p, opts.planId, index)
+        fs.rmSync(tmp, { force: true })
+        fs.symlinkSync(op.target, tmp)
+        if (st.type === 'd') removeReal(origin, p)
+        fs.renameSync(tmp, origin.realPath(p))
+        break
+      }
+      case 'chmod': {
+        const st = lstatReal(origin, p)
+        // chmod follows symlinks: never apply it to one.
+        if (st.type === 'f' || st.type === 'd') fs.chmodSync(origin.realPath(p), op.mode)
+        break
+      }
+    }
+    done++
+    origin.forget(p)
+    opts.onOp?.(index, op)
+  })
+  // Make the new files durable before the journal is retired (syncfs of the workspace's fs).
+  spawnSync('sync', ['-f', origin.realPath('/')], { stdio: 'ignore' })
+  return { done, bytesWritten }
+}
+
+/** Remove temporary files a crashed plan may have left (recovery). */
+export function cleanTemps (origin: Origin, ops: PlanOp[], planId: string): void {
+  ops.forEach((op, index) => {
+    if (op.op !== 'write' && op.op !== 'symlink') return
+    const tmp = tmpName(origin, op.path, planId, index)
+    try {
+      fs.rmSync(tmp, { force: true })
+    } catch {}
+  })
+}

@@ -1,0 +1,169 @@
+// The planner: a pure function from two views — `expected`, what the store believes the real
+// directory holds, and `target`, what it should hold — to an ordered list of operations.
+// It visits only paths some differing layer touched (and their ancestors), so a plan for
+// one changed file in a 100,000-file tree looks at one path. A touched directory that is
+// opaque or redirected (rm -rf + mkdir, a moved directory) is compared child by child.
+// Order: a path's removal comes before what replaces it, parents before children, and
+// directory modes last (deepest first) so that a read-only directory does not block writes.
+import type { FileEntry } from '../store/entries.js'
+import { ancestors, join } from '../overlay/paths.js'
+import { resolvedType, type Resolved, type View } from '../overlay/view.js'
+
+export type Content =
+  | { from: 'entry', entry: FileEntry }
+  | { from: 'origin', path: string }
+
+export type PlanOp =
+  | { op: 'remove', path: string, type: 'f' | 'd' | 'l' }
+  | { op: 'mkdir', path: string }
+  | { op: 'write', path: string, mode: number, size: number, atime: number, mtime: number, content?: Content, chunks?: string[], ifDiffers?: boolean }
+  | { op: 'symlink', path: string, target: string }
+  | { op: 'chmod', path: string, mode: number }
+
+export interface Plan {
+  ops: PlanOp[]
+}
+
+function modeOf (r: Resolved): number {
+  return (r.kind === 'upper' ? r.entry.mode : r.stat.mode) & 0o7777
+}
+
+function timesOf (r: Resolved): { atime: number, mtime: number } {
+  const s = r.kind === 'upper' ? r.entry : r.stat
+  return { atime: s.atime, mtime: s.mtime }
+}
+
+function contentOf (r: Resolved): Content {
+  if (r.kind === 'upper') return { from: 'entry', entry: r.entry as FileEntry }
+  if (!('nlink' in r.stat)) return { from: 'entry', entry: r.stat as FileEntry }
+  return { from: 'origin', path: r.originPath }
+}
+
+function sizeOf (r: Resolved): number {
+  return r.kind === 'upper' ? (r.entry as FileEntry).size : r.stat.t === 'f' ? (r.stat as any).size : 0
+}
+
+function linkTarget (v: View, r: Resolved): string {
+  if (r.kind === 'upper') return (r.entry as any).target
+  if (!('nlink' in r.stat)) return (r.stat as any).target
+  return v.origin.readlink(r.originPath)
+}
+
+/** True when both sides surely hold the same bytes; false when unsure (prepare decides). */
+function sameBytes (e: Resolved, t: Resolved): boolean {
+  if (e.kind === 'origin' && t.kind === 'origin') return e.originPath === t.originPath
+  if (e.kind === 'upper' && t.kind === 'upper') {
+    if (e.entry === t.entry) return true
+    const a = e.entry as FileEntry
+    const b = t.entry as FileEntry
+    if (a.size !== b.size || a.chunks.length !== b.chunks.length) return false
+    for (let i = 0; i < a.chunks.length; i++) {
+      const x = a.chunks[i]
+      const y = b.chunks[i]
+      if (Buffer.isBuffer(x) && Buffer.isBuffer(y)) { if (!x.equals(y)) return false } else if (x === 1 && y === 1) { if (a.src !== b.src) return false } else if (x !== y) return false
+    }
+    return true
+  }
+  return false
+}
+
+function deepDir (v: View, p: string): boolean {
+  const e = v.entries.get(p)
+  return e !== undefined && e.t === 'd' && (e.opaque === 1 || e.redirect !== undefined)
+}
+
+export function planViews (expected: View, target: View, touched: Iterable<string>): Plan {
+  const ops: PlanOp[] = []
+  const dirModes: Array<{ path: string, mode: number }> = []
+  const touchedSet = new Set(touched)
+  const interesting = new Set<string>()
+  for (const p of touchedSet) {
+    interesting.add(p)
+    for (const a of ancestors(p)) {
+      if (interesting.has(a)) break
+      interesting.add(a)
+    }
+  }
+  // Children of a directory among the interesting paths, so a shallow visit is cheap.
+  const kids = new Map<string, Set<string>>()
+  for (const p of interesting) {
+    if (p === '/') continue
+    const i = p.lastIndexOf('/')
+    const dir = i === 0 ? '/' : p.slice(0, i)
+    let s = kids.get(dir)
+    if (!s) kids.set(dir, s = new Set())
+    s.add(p.slice(i + 1))
+  }
+
+  const create = (p: string, t: Resolved): void => {
+    const type = resolvedType(t)
+    if (type === 'd') {
+      ops.push({ op: 'mkdir', path: p })
+      dirModes.push({ path: p, mode: modeOf(t) })
+      for (const n of target.readdir(p).sort()) {
+        const q = join(p, n)
+        const tq = target.resolve(q)
+        if (tq) create(q, tq)
+      }
+    } else if (type === 'l') {
+      ops.push({ op: 'symlink', path: p, target: linkTarget(target, t) })
+    } else {
+      ops.push({ op: 'write', path: p, mode: modeOf(t), size: sizeOf(t), ...timesOf(t), content: contentOf(t) })
+    }
+  }
+
+  const visit = (p: string, deep: boolean): void => {
+    const e = expected.resolve(p)
+    const t = target.resolve(p)
+    if (!e && !t) return
+    if (!t) {
+      ops.push({ op: 'remove', path: p, type: resolvedType(e!) })
+      return
+    }
+    if (!e) {
+      create(p, t)
+      return
+    }
+    const et = resolvedType(e)
+    const tt = resolvedType(t)
+    if (et !== tt) {
+      ops.push({ op: 'remove', path: p, type: et })
+      create(p, t)
+      return
+    }
+    if (tt === 'f') {
+      if (!sameBytes(e, t)) {
+        ops.push({ op: 'write', path: p, mode: modeOf(t), size: sizeOf(t), ...timesOf(t), content: contentOf(t), ifDiffers: true })
+      } else if (modeOf(e) !== modeOf(t)) {
+        ops.push({ op: 'chmod', path: p, mode: modeOf(t) })
+      }
+      return
+    }
+    if (tt === 'l') {
+      const lt = linkTarget(target, t)
+      if (linkTarget(expected, e) !== lt) {
+        ops.push({ op: 'remove', path: p, type: 'l' })
+        ops.push({ op: 'symlink', path: p, target: lt })
+      }
+      return
+    }
+    if (modeOf(e) !== modeOf(t)) dirModes.push({ path: p, mode: modeOf(t) })
+    const childDeep = deep || (touchedSet.has(p) && (deepDir(expected, p) || deepDir(target, p)))
+    let names: Iterable<string>
+    if (childDeep) names = new Set([...expected.readdir(p), ...target.readdir(p)])
+    else names = kids.get(p) ?? []
+    for (const n of [...names].sort()) visit(join(p, n), childDeep)
+  }
+
+  visit('/', false)
+  dirModes.sort((a, b) => b.path.length - a.path.length)
+  for (const d of dirModes) ops.push({ op: 'chmod', path: d.path, mode: d.mode })
+  return { ops }
+}
+
+/** Paths whose state may differ between two stacks: every path a non-shared layer touched. */
+export function touchedPaths (layersA: Array<Map<string, unknown>>, layersB: Array<Map<string, unknown>>): Set<string> {
+  const out = new Set<string>()
+  for (const l of [...layersA, ...layersB]) for (const p of l.keys()) out.add(p)
+  return out
+}

@@ -1,0 +1,44 @@
+// The verifier: after a plan ran, re-read every path it touched from the real directory and
+// compare type, permission bits, symlink target and content (SHA-256 per chunk) with what
+// the plan was meant to produce. It trusts nothing the applier reported.
+import { hashChunk } from '../store/chunks.js'
+import type { Origin } from '../overlay/origin.js'
+import { hashReal, lstatReal } from './real.js'
+
+export interface Expect {
+  type: 'f' | 'd' | 'l' | null
+  mode?: number
+  target?: string
+  size?: number
+  chunks?: string[]
+}
+
+export interface VerifyResult {
+  verified: number
+  mismatches: Array<{ path: string, why: string }>
+}
+
+export function verifyPaths (origin: Origin, expect: Map<string, Expect>): VerifyResult {
+  const mismatches: VerifyResult['mismatches'] = []
+  for (const [p, want] of expect) {
+    const st = lstatReal(origin, p)
+    const why = compare(origin, p, st, want)
+    if (why) mismatches.push({ path: p, why })
+  }
+  return { verified: expect.size, mismatches }
+}
+
+function compare (origin: Origin, p: string, st: ReturnType<typeof lstatReal>, want: Expect): string | null {
+  if (st.type !== want.type) return `is ${st.type ?? 'missing'}, expected ${want.type ?? 'missing'}`
+  if (want.type === null) return null
+  if (want.type !== 'l' && want.mode !== undefined && st.mode !== want.mode) return `mode ${st.mode.toString(8)}, expected ${want.mode.toString(8)}`
+  if (want.type === 'l' && st.target !== want.target) return `links to ${st.target}, expected ${want.target}`
+  if (want.type === 'f') {
+    if (want.size !== undefined && st.size !== want.size) return `size ${st.size}, expected ${want.size}`
+    if (want.chunks) {
+      const got = hashReal(origin, p, null, hashChunk)
+      if (got.length !== want.chunks.length || got.some((h, i) => h !== want.chunks![i])) return 'content differs'
+    }
+  }
+  return null
+}

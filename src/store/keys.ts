@@ -1,0 +1,44 @@
+// LevelDB key layout (utf8 keys). Layer ids are zero-padded so keys sort numerically.
+//   m                 store metadata (stack of layer ids, redo stack, applied stack, counters)
+//   t<layer>          turn record for a layer (time, message, external id)
+//   e<layer><path>    layer entry (paths start with "/", the workspace root is "/")
+//   b<path>           base entry: the real directory's original state of a path, captured
+//                     before a plan first changed it
+//   c<hex>            chunk bytes, keyed by SHA-256
+//   j                 the journal of a plan in progress
+
+export const META_KEY = 'm'
+export const JOURNAL_KEY = 'j'
+
+export function layerId (n: number): string {
+  return n.toString().padStart(10, '0')
+}
+
+export function turnKey (layer: number): string {
+  return 't' + layerId(layer)
+}
+
+export function entryKey (layer: number, path: string): string {
+  return 'e' + layerId(layer) + path
+}
+
+export function entryPrefix (layer: number): string {
+  return 'e' + layerId(layer)
+}
+
+export function baseKey (path: string): string {
+  return 'b' + path
+}
+
+export function chunkKey (hex: string): string {
+  return 'c' + hex
+}
+
+/** Upper bound for a prefix range scan. */
+export function prefixEnd (prefix: string): string {
+  return prefix + '\uffff'
+}
+
+export type BatchOp =
+  | { type: 'put', key: string, value: Buffer }
+  | { type: 'del', key: string }

@@ -1,0 +1,99 @@
+// Where a workspace's store and control socket live. Each workspace gets a directory under
+// CPFS_HOME (default $XDG_DATA_HOME/cpfs or ~/.local/share/cpfs) named after it and a hash
+// of its real path. That directory holds the LevelDB (unless --store put it elsewhere, which
+// is then recorded in workspace.json), the daemon's log, pid file and control socket. The
+// store may never be inside the workspace: LevelDB opens files by path, and a path inside
+// the mount would make the daemon call into itself.
+import { createHash } from 'node:crypto'
+import * as fs from 'node:fs'
+import { homedir, tmpdir } from 'node:os'
+import { basename, join, resolve } from 'node:path'
+import { CpfsError } from '../errors.js'
+
+export interface Location {
+  workspace: string
+  home: string
+  /** Per-workspace directory under home: registry record, log, pid, socket. */
+  dir: string
+  store: string
+  socket: string
+  /** The workspace path answers ENOTCONN: a mount whose daemon died. */
+  stale: boolean
+}
+
+export function cpfsHome (): string {
+  if (process.env.CPFS_HOME) return resolve(process.env.CPFS_HOME)
+  if (process.env.XDG_DATA_HOME) return join(resolve(process.env.XDG_DATA_HOME), 'cpfs')
+  return join(homedir(), '.local', 'share', 'cpfs')
+}
+
+export function workspaceId (workspace: string): string {
+  return createHash('sha256').update(workspace).digest('hex').slice(0, 12)
+}
+
+function realWorkspace (dir: string): { path: string, stale: boolean } {
+  const abs = resolve(dir)
+  let st: fs.Stats
+  try {
+    st = fs.statSync(abs)
+  } catch (err: any) {
+    if (err.code === 'ENOTCONN') return { path: abs, stale: true }
+    if (err.code === 'ENOENT') throw new CpfsError('NO_DIR', `${abs} does not exist`, 'pass an existing directory')
+    throw new CpfsError('BAD_DIR', `cannot use ${abs}: ${err.code}`, 'pass a directory you can read')
+  }
+  if (!st.isDirectory()) throw new CpfsError('NOT_DIR', `${abs} is not a directory`, 'pass a directory')
+  return { path: fs.realpathSync(abs), stale: false }
+}
+
+export function locate (dir: string, storeOverride?: string): Location {
+  const { path: workspace, stale } = realWorkspace(dir)
+  const home = cpfsHome()
+  const name = basename(workspace).replace(/[^A-Za-z0-9._-]/g, '_').slice(0, 32) || 'root'
+  const id = workspaceId(workspace)
+  const wdir = join(home, `${name}-${id}`)
+  let store = storeOverride ? resolve(storeOverride) : undefined
+  if (!store) {
+    try {
+      store = JSON.parse(fs.readFileSync(join(wdir, 'workspace.json'), 'utf8')).store
+    } catch {}
+  }
+  store ??= join(wdir, 'store')
+  let socket = join(wdir, 'control.sock')
+  if (Buffer.byteLength(socket) > 100) socket = join(tmpdir(), `cpfs-${process.getuid?.() ?? 0}-${id}.sock`)
+  return { workspace, home, dir: wdir, store, socket, stale }
+}
+
+export function checkStoreOutside (loc: Location): void {
+  const inside = (p: string) => p === loc.workspace || p.startsWith(loc.workspace + '/')
+  if (inside(resolve(loc.store)) || inside(loc.dir)) {
+    throw new CpfsError('STORE_INSIDE', `the store ${loc.store} is inside the workspace ${loc.workspace}`, 'put the store outside the workspace (--store or CPFS_HOME)')
+  }
+}
+
+/** Record the workspace and its store path so that later commands find them. */
+export function register (loc: Location): void {
+  fs.mkdirSync(loc.dir, { recursive: true, mode: 0o700 })
+  fs.chmodSync(loc.dir, 0o700)
+  const rec = { workspace: loc.workspace, store: loc.store }
+  const file = join(loc.dir, 'workspace.json')
+  fs.writeFileSync(file + '.tmp', JSON.stringify(rec, null, 2) + '\n', { mode: 0o600 })
+  fs.renameSync(file + '.tmp', file)
+}
+
+/** Is there a cpfs FUSE mount at `dir` right now (from /proc/self/mountinfo)? */
+export function isMounted (dir: string): boolean {
+  let text = ''
+  try {
+    text = fs.readFileSync('/proc/self/mountinfo', 'utf8')
+  } catch {
+    return false
+  }
+  for (const line of text.split('\n')) {
+    const parts = line.split(' ')
+    const sep = parts.indexOf('-')
+    if (sep < 0) continue
+    const mnt = parts[4]?.replace(/\\(\d{3})/g, (_, o) => String.fromCharCode(parseInt(o, 8)))
+    if (mnt === dir && parts[sep + 1] === 'fuse.cpfs') return true
+  }
+  return false
+}

@@ -1,0 +1,158 @@
+// The layer store: one LevelDB per workspace (classic-level). Everything that must change
+// together goes through `batch`, which LevelDB applies atomically — a rewind is one batch
+// that moves the stack pointer, a sealed turn is one synced batch.
+import { ClassicLevel } from 'classic-level'
+import { mkdirSync, statSync } from 'node:fs'
+import { join } from 'node:path'
+import { CpfsError } from '../errors.js'
+import { decode, encode } from './codec.js'
+import type { Entry } from './entries.js'
+import { META_KEY, baseKey, entryPrefix, prefixEnd, turnKey, type BatchOp } from './keys.js'
+
+export type { BatchOp } from './keys.js'
+
+export interface StoreMeta {
+  version: 1
+  workspace: string
+  /** Layer ids of turns 1..head; the last one is the head layer. */
+  stack: number[]
+  /** Stacks that `redo` returns to, most recent last. Cleared by any write. */
+  redo: number[][]
+  /** The stack whose view the real directory holds (its layers are never collected). */
+  applied: number[]
+  nextLayer: number
+  nextIno: number
+  createdAt: number
+}
+
+export interface TurnRecord {
+  layer: number
+  openedAt: number
+  sealedAt?: number
+  message?: string
+  id?: string
+  /** Set when this layer was opened by a rewind rather than by `cpfs turn`. */
+  rewound?: number
+}
+
+// New files get inode numbers from here up; lower files keep their real inode numbers
+// (fuse-native carries 32 bits), so the two ranges must not meet on a normal disk.
+const FIRST_INO = 0x80000000
+
+export class Store {
+  readonly path: string
+  readonly db: ClassicLevel<string, Buffer>
+  meta!: StoreMeta
+
+  private constructor (path: string) {
+    this.path = path
+    this.db = new ClassicLevel<string, Buffer>(join(path, 'db'), { keyEncoding: 'utf8', valueEncoding: 'buffer' })
+  }
+
+  /** Open (and with `create`, initialise) the store at `path`. */
+  static async open (path: string, opts: { workspace: string, create: boolean }): Promise<Store> {
+    let st
+    try {
+      st = statSync(path)
+    } catch {
+      st = null
+    }
+    if (st && !st.isDirectory()) {
+      throw new CpfsError('STORE_NOT_DIR', `store path ${path} is not a directory`, 'pass --store a directory path, or remove that file')
+    }
+    if (!st) {
+      if (!opts.create) throw new CpfsError('NO_HISTORY', `no cpfs history for ${opts.workspace}`, `run cpfs mount ${opts.workspace} first`)
+      mkdirSync(path, { recursive: true, mode: 0o700 })
+    }
+    const store = new Store(path)
+    try {
+      await store.db.open({ createIfMissing: opts.create })
+    } catch (err: any) {
+      const cause = err?.cause
+      const code = cause?.code ?? err?.code
+      if (code === 'LEVEL_LOCKED') {
+        throw new CpfsError('STORE_LOCKED', `store ${path} is locked by another cpfs process`, 'wait for it to finish, or stop the daemon with cpfs unmount', { cause: err })
+      }
+      if (code === 'LEVEL_CORRUPTION') {
+        throw new CpfsError('STORE_CORRUPT', `store ${path} is corrupt`, 'move it aside and mount again; the real directory is unchanged', { cause: err })
+      }
+      if (!opts.create && /does not exist/.test(String(cause?.message ?? err?.message))) {
+        throw new CpfsError('NO_HISTORY', `no cpfs history for ${opts.workspace}`, `run cpfs mount ${opts.workspace} first`)
+      }
+      throw new CpfsError('STORE_OPEN', `cannot open store ${path}: ${cause?.message ?? err?.message}`, 'check the path and its permissions', { cause: err })
+    }
+    const raw = store.db.getSync(META_KEY)
+    if (raw) {
+      try {
+        store.meta = decode<StoreMeta>(raw)
+      } catch (err) {
+        await store.close()
+        throw new CpfsError('STORE_CORRUPT', `store ${path} has unreadable metadata`, 'move it aside and mount again; the real directory is unchanged', { cause: err })
+      }
+      if (store.meta.version !== 1 || !Array.isArray(store.meta.stack)) {
+        await store.close()
+        throw new CpfsError('STORE_CORRUPT', `store ${path} has metadata this version does not understand`, 'upgrade cpfs, or move the store aside')
+      }
+    } else {
+      if (!opts.create) {
+        await store.close()
+        throw new CpfsError('NO_HISTORY', `no cpfs history for ${opts.workspace}`, `run cpfs mount ${opts.workspace} first`)
+      }
+      const now = Date.now()
+      store.meta = { version: 1, workspace: opts.workspace, stack: [1], redo: [], applied: [], nextLayer: 2, nextIno: FIRST_INO, createdAt: now }
+      const turn: TurnRecord = { layer: 1, openedAt: now }
+      await store.db.batch([
+        { type: 'put', key: META_KEY, value: encode(store.meta) },
+        { type: 'put', key: turnKey(1), value: encode(turn) }
+      ], { sync: true })
+    }
+    return store
+  }
+
+  metaOp (): BatchOp {
+    return { type: 'put', key: META_KEY, value: encode(this.meta) }
+  }
+
+  async batch (ops: BatchOp[], sync = false): Promise<void> {
+    if (ops.length === 0 && !sync) return
+    await this.db.batch(ops as any, { sync })
+  }
+
+  getSync (key: string): Buffer | undefined {
+    return this.db.getSync(key)
+  }
+
+  turnRecord (layer: number): TurnRecord {
+    const raw = this.db.getSync(turnKey(layer))
+    return raw ? decode<TurnRecord>(raw) : { layer, openedAt: 0 }
+  }
+
+  async loadLayer (layer: number): Promise<Map<string, Entry>> {
+    const prefix = entryPrefix(layer)
+    const out = new Map<string, Entry>()
+    for await (const [key, value] of this.db.iterator({ gte: prefix, lt: prefixEnd(prefix) })) {
+      out.set(key.slice(prefix.length), decode<Entry>(value))
+    }
+    return out
+  }
+
+  async loadBase (): Promise<Map<string, Entry>> {
+    const out = new Map<string, Entry>()
+    for await (const [key, value] of this.db.iterator({ gte: 'b', lt: prefixEnd('b') })) {
+      out.set(key.slice(1), decode<Entry>(value))
+    }
+    return out
+  }
+
+  baseOp (path: string, e: Entry): BatchOp {
+    return { type: 'put', key: baseKey(path), value: encode(e) }
+  }
+
+  allocIno (): number {
+    return this.meta.nextIno++
+  }
+
+  async close (): Promise<void> {
+    if (this.db.status === 'open') await this.db.close()
+  }
+}

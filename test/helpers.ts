@@ -1,0 +1,167 @@
+// Test helpers: real workspaces in temporary directories, the real CLI in its own process
+// (so the daemon runs in its own process too), real tools through bash, and manifests that
+// compare trees by path, type, mode, symlink target and content hash.
+import { spawnSync, type SpawnSyncReturns } from 'node:child_process'
+import { createHash } from 'node:crypto'
+import * as fs from 'node:fs'
+import { tmpdir } from 'node:os'
+import { dirname, join, resolve } from 'node:path'
+import { fileURLToPath } from 'node:url'
+import type { Test } from 'tap'
+
+export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..')
+export const CLI = join(ROOT, 'dist', 'cli', 'main.js')
+
+/**
+ * FUSE is required. Outside CI a machine without /dev/fuse skips loudly; in CI (CI=true)
+ * the missing device is a failure, never a skip.
+ */
+export function fuseAvailable (t: Test): boolean {
+  if (fs.existsSync('/dev/fuse') && process.getuid?.() === 0) return true
+  const why = !fs.existsSync('/dev/fuse') ? '/dev/fuse is missing' : 'these tests mount as root and this process is not root'
+  if (process.env.CI) {
+    t.fail(`FUSE tests cannot run: ${why} (CI must provide /dev/fuse and root)`)
+    return false
+  }
+  process.stderr.write(`\n!!! SKIPPING FUSE TESTS: ${why}. They are the real tests of cpfs; run them as root on a machine with /dev/fuse.\n\n`)
+  t.skip(`SKIPPED LOUDLY: ${why}`)
+  return false
+}
+
+export interface Run {
+  code: number
+  stdout: string
+  stderr: string
+}
+
+function result (r: SpawnSyncReturns<string>): Run {
+  return { code: r.status ?? (r.signal ? 128 : 1), stdout: r.stdout ?? '', stderr: r.stderr ?? '' }
+}
+
+export interface Env {
+  /** The workspace directory. */
+  ws: string
+  /** CPFS_HOME for this test. */
+  home: string
+  cpfs: (...args: string[]) => Run
+  /** Like cpfs() but fails the test on a non-zero exit. */
+  ok: (...args: string[]) => string
+  sh: (script: string, cwd?: string) => Run
+  /** bash that must succeed; returns stdout. */
+  run: (script: string, cwd?: string) => string
+  env: NodeJS.ProcessEnv
+}
+
+let counter = 0
+
+/** A fresh workspace (filled by `setup`, a bash script run inside it) and CPFS_HOME. */
+export function workspace (t: Test, setup = '', opts: { env?: NodeJS.ProcessEnv } = {}): Env {
+  const base = fs.mkdtempSync(join(tmpdir(), `cpfs-test-${process.pid}-${counter++}-`))
+  const ws = join(base, 'ws')
+  const home = join(base, 'home')
+  fs.mkdirSync(ws)
+  fs.mkdirSync(home)
+  const env = { ...process.env, CPFS_HOME: home, NO_COLOR: '1', ...opts.env }
+  const cpfs = (...args: string[]): Run => result(spawnSync(process.execPath, [CLI, ...args], { env, encoding: 'utf8', cwd: base, timeout: 300_000 }))
+  const sh = (script: string, cwd = ws): Run => result(spawnSync('bash', ['-euo', 'pipefail', '-c', script], { env, encoding: 'utf8', cwd, timeout: 300_000, maxBuffer: 64 * 1024 * 1024 }))
+  const e: Env = {
+    ws,
+    home,
+    env,
+    cpfs,
+    sh,
+    ok: (...args: string[]) => {
+      const r = cpfs(...args)
+      if (r.code !== 0) t.fail(`cpfs ${args.join(' ')} exited ${r.code}: ${r.stderr.trim()}`)
+      return r.stdout.trim()
+    },
+    run: (script: string, cwd?: string) => {
+      const r = sh(script, cwd)
+      if (r.code !== 0) t.fail(`bash failed (${r.code}): ${script}\n${r.stderr.trim()}`)
+      return r.stdout
+    }
+  }
+  if (setup) e.run(setup)
+  t.teardown(() => cleanup(ws, home, base))
+  return e
+}
+
+/** Unmount anything a test left behind and kill its daemon, then remove the files. */
+export function cleanup (ws: string, home: string, base: string): void {
+  for (const pidFile of findFiles(home, 'daemon.pid')) {
+    try {
+      process.kill(Number(fs.readFileSync(pidFile, 'utf8')), 'SIGKILL')
+    } catch {}
+  }
+  const mounts = fs.readFileSync('/proc/self/mountinfo', 'utf8')
+  for (const line of mounts.split('\n')) {
+    const mnt = line.split(' ')[4]
+    if (mnt && mnt.startsWith(base)) spawnSync('umount', ['-l', mnt])
+  }
+  fs.rmSync(base, { recursive: true, force: true })
+}
+
+function findFiles (dir: string, name: string): string[] {
+  const out: string[] = []
+  let entries: fs.Dirent[] = []
+  try {
+    entries = fs.readdirSync(dir, { withFileTypes: true })
+  } catch {
+    return out
+  }
+  for (const d of entries) {
+    const p = join(dir, d.name)
+    if (d.isDirectory()) out.push(...findFiles(p, name))
+    else if (d.name === name) out.push(p)
+  }
+  return out
+}
+
+export interface ManifestEntry {
+  type: 'f' | 'd' | 'l' | '?'
+  mode: number
+  size?: number
+  sha?: string
+  target?: string
+}
+
+/** Every path below dir (relative, sorted) with type, permission bits, content hash, link target. */
+export function manifest (dir: string, opts: { skip?: (rel: string) => boolean } = {}): Record<string, ManifestEntry> {
+  const out: Record<string, ManifestEntry> = {}
+  const walk = (rel: string): void => {
+    const p = rel ? join(dir, rel) : dir
+    for (const name of fs.readdirSync(p).sort()) {
+      const r = rel ? `${rel}/${name}` : name
+      if (opts.skip?.(r)) continue
+      const full = join(dir, r)
+      const st = fs.lstatSync(full)
+      const mode = st.mode & 0o7777
+      if (st.isDirectory()) {
+        out[r] = { type: 'd', mode }
+        walk(r)
+      } else if (st.isSymbolicLink()) {
+        out[r] = { type: 'l', mode: 0, target: fs.readlinkSync(full) }
+      } else if (st.isFile()) {
+        out[r] = { type: 'f', mode, size: st.size, sha: createHash('sha256').update(fs.readFileSync(full)).digest('hex') }
+      } else {
+        out[r] = { type: '?', mode }
+      }
+    }
+  }
+  walk('')
+  return out
+}
+
+export function sleep (ms: number): Promise<void> {
+  return new Promise(resolve => setTimeout(resolve, ms))
+}
+
+export function daemonPid (home: string): number {
+  const files = findFiles(home, 'daemon.pid')
+  if (files.length !== 1) throw new Error(`expected one daemon.pid under ${home}, found ${files.length}`)
+  return Number(fs.readFileSync(files[0], 'utf8'))
+}
+
+export function isMountedAt (dir: string): boolean {
+  return fs.readFileSync('/proc/self/mountinfo', 'utf8').split('\n').some(l => l.split(' ')[4] === dir && l.includes(' fuse.cpfs '))
+}
