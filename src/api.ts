@@ -9,7 +9,7 @@ import { CpfsError } from './errors.js'
 import { call, ping } from './control/client.js'
 import type { ReadyInfo } from './daemon/daemon.js'
 import { runDaemon } from './daemon/daemon.js'
-import { unmountPath } from './fuse/mount.js'
+import { loadFuse, unmountPath } from './fuse/mount.js'
 import { applyStack, recover, type PlanSummary } from './plans/run.js'
 import { Session, type TurnInfo } from './session/session.js'
 import { checkStoreOutside, isMounted, locate, register, type Location } from './store/locate.js'
@@ -84,6 +84,7 @@ export async function mount (opts: MountOptions = {}): Promise<ReadyInfo> {
       throw new CpfsError('ALREADY_MOUNTED', `${loc.workspace} is already mounted by cpfs (daemon pid ${st.pid})`, `use it as it is, or run cpfs unmount ${loc.workspace} first`)
     }
   }
+  loadFuse() // fail here, with the real reason, before a daemon is started
   register(loc)
   if (opts.foreground) {
     return await new Promise<ReadyInfo>((resolve, reject) => {

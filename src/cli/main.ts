@@ -136,7 +136,7 @@ async function main (argv: string[]): Promise<number> {
   try {
     parsed = parseArgs({ args: rest, options: cmd.options, allowPositionals: true, strict: true })
   } catch (err: any) {
-    throw new CpfsError('USAGE', String(err.message).split('\n')[0].replace(/\.$/, ''), `see cpfs ${name} --help`)
+    throw new CpfsError('USAGE', String(err.message).split(/\.( |$)/)[0], `see cpfs ${name} --help`)
   }
   const pos: Record<string, string | undefined> = {}
   const required = cmd.args.filter(a => !a.endsWith('?'))
