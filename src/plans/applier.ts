@@ -27,6 +27,12 @@ function tmpName (origin: Origin, p: string, planId: string, index: number): str
   return origin.realPath(dir === '/' ? `/.cpfs-tmp-${planId}-${index}` : `${dir}/.cpfs-tmp-${planId}-${index}`)
 }
 
+// Seconds as libuv wants them, nudged by half a microsecond so that the conversion to
+// nanoseconds does not truncate 1273129689.123 to ...122999999.
+function secs (ms: number): number {
+  return ms / 1000 + 5e-7
+}
+
 function removeReal (origin: Origin, p: string): void {
   const st = fs.lstatSync(origin.realPath(p), { throwIfNoEntry: false })
   if (!st) return
@@ -90,7 +96,7 @@ export function applyOps (origin: Origin, chunks: ChunkStore, ops: PlanOp[], opt
             fs.writeSync(fd, b, 0, 1, 0)
           }
           fs.fchmodSync(fd, op.mode)
-          fs.futimesSync(fd, op.atime / 1000, op.mtime / 1000)
+          fs.futimesSync(fd, secs(op.atime), secs(op.mtime))
         } finally {
           fs.closeSync(fd)
         }
@@ -106,6 +112,7 @@ export function applyOps (origin: Origin, chunks: ChunkStore, ops: PlanOp[], opt
         const tmp = tmpName(origin, p, opts.planId, index)
         fs.rmSync(tmp, { force: true })
         fs.symlinkSync(op.target, tmp)
+        if (op.mtime !== undefined) fs.lutimesSync(tmp, secs(op.atime!), secs(op.mtime))
         if (st.type === 'd') removeReal(origin, p)
         fs.renameSync(tmp, origin.realPath(p))
         break
@@ -113,7 +120,10 @@ export function applyOps (origin: Origin, chunks: ChunkStore, ops: PlanOp[], opt
       case 'chmod': {
         const st = lstatReal(origin, p)
         // chmod follows symlinks: never apply it to one.
-        if (st.type === 'f' || st.type === 'd') fs.chmodSync(origin.realPath(p), op.mode)
+        if (st.type === 'f' || st.type === 'd') {
+          fs.chmodSync(origin.realPath(p), op.mode)
+          if (op.mtime !== undefined) fs.utimesSync(origin.realPath(p), secs(op.atime!), secs(op.mtime))
+        }
         break
       }
     }

@@ -17,8 +17,8 @@ export type PlanOp =
   | { op: 'remove', path: string, type: 'f' | 'd' | 'l' }
   | { op: 'mkdir', path: string }
   | { op: 'write', path: string, mode: number, size: number, atime: number, mtime: number, content?: Content, chunks?: string[], ifDiffers?: boolean }
-  | { op: 'symlink', path: string, target: string }
-  | { op: 'chmod', path: string, mode: number }
+  | { op: 'symlink', path: string, target: string, atime?: number, mtime?: number }
+  | { op: 'chmod', path: string, mode: number, atime?: number, mtime?: number }
 
 export interface Plan {
   ops: PlanOp[]
@@ -74,7 +74,8 @@ function deepDir (v: View, p: string): boolean {
 
 export function planViews (expected: View, target: View, touched: Iterable<string>): Plan {
   const ops: PlanOp[] = []
-  const dirModes: Array<{ path: string, mode: number }> = []
+  // Directory modes and times are set last: writing children would move the times again.
+  const dirModes: Array<{ path: string, mode: number, atime?: number, mtime?: number }> = []
   const touchedSet = new Set(touched)
   const interesting = new Set<string>()
   for (const p of touchedSet) {
@@ -99,14 +100,14 @@ export function planViews (expected: View, target: View, touched: Iterable<strin
     const type = resolvedType(t)
     if (type === 'd') {
       ops.push({ op: 'mkdir', path: p })
-      dirModes.push({ path: p, mode: modeOf(t) })
+      dirModes.push({ path: p, mode: modeOf(t), ...timesOf(t) })
       for (const n of target.readdir(p).sort()) {
         const q = join(p, n)
         const tq = target.resolve(q)
         if (tq) create(q, tq)
       }
     } else if (type === 'l') {
-      ops.push({ op: 'symlink', path: p, target: linkTarget(target, t) })
+      ops.push({ op: 'symlink', path: p, target: linkTarget(target, t), ...timesOf(t) })
     } else {
       ops.push({ op: 'write', path: p, mode: modeOf(t), size: sizeOf(t), ...timesOf(t), content: contentOf(t) })
     }
@@ -143,11 +144,11 @@ export function planViews (expected: View, target: View, touched: Iterable<strin
       const lt = linkTarget(target, t)
       if (linkTarget(expected, e) !== lt) {
         ops.push({ op: 'remove', path: p, type: 'l' })
-        ops.push({ op: 'symlink', path: p, target: lt })
+        ops.push({ op: 'symlink', path: p, target: lt, ...timesOf(t) })
       }
       return
     }
-    if (modeOf(e) !== modeOf(t)) dirModes.push({ path: p, mode: modeOf(t) })
+    if (modeOf(e) !== modeOf(t) || timesOf(e).mtime !== timesOf(t).mtime) dirModes.push({ path: p, mode: modeOf(t), ...timesOf(t) })
     const childDeep = deep || (touchedSet.has(p) && (deepDir(expected, p) || deepDir(target, p)))
     let names: Iterable<string>
     if (childDeep) names = new Set([...expected.readdir(p), ...target.readdir(p)])
@@ -157,7 +158,7 @@ export function planViews (expected: View, target: View, touched: Iterable<strin
 
   visit('/', false)
   dirModes.sort((a, b) => b.path.length - a.path.length)
-  for (const d of dirModes) ops.push({ op: 'chmod', path: d.path, mode: d.mode })
+  for (const d of dirModes) ops.push({ op: 'chmod', ...d })
   return { ops }
 }
 
