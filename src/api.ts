@@ -56,7 +56,10 @@ async function offline<T> (loc: Location, fn: (s: Session) => Promise<T>): Promi
     throw err
   }
   try {
-    await recover(session)
+    const finished = await recover(session)
+    if (finished) {
+      process.stderr.write(`cpfs: finished a plan that was interrupted: the real directory now holds the new view (${finished.ops} operations, ${finished.verified} paths verified)\n`)
+    }
     return await fn(session)
   } finally {
     await session.close()

@@ -99,8 +99,10 @@ function contentOf (r: Resolved): Content {
 /** Why the real state of p differs from what the expected view says, or null. */
 function driftOf (session: Session, expected: View, p: string, real: RealState): string | null {
   const r = expected.resolve(p)
-  if (real.blockedBy) return `${real.blockedBy} is not a directory`
-  if (!r) return real.type ? `exists (${real.type}) but cpfs expected nothing there` : null
+  // A path below a non-directory does not exist; whether that ancestor drifted is checked
+  // on its own when the plan touches it.
+  if (!r) return real.type && !real.blockedBy ? `exists (${real.type}) but cpfs expected nothing there` : null
+  if (real.blockedBy) return `is missing (${real.blockedBy.slice(1)} is not a directory)`
   const want = expectOf(session, expected, p, new Map())
   if (real.type !== want.type) return `is ${real.type ?? 'missing'}, cpfs expected ${want.type}`
   if (want.type !== 'l' && real.mode !== want.mode) return `mode ${real.mode.toString(8)}, cpfs expected ${want.mode!.toString(8)}`
