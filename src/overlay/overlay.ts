@@ -284,11 +284,12 @@ export class Overlay {
 
   create (p: string, mode: number): number {
     if (this.view.resolve(p)) throw fsError('EEXIST', p)
-    this.parentDir(p)
+    const parent = this.parentDir(p)
     this.hooks.checkSpace(0)
     this.touched()
     const n = this.needsWhiteout(p) ? undefined : 1
     const e: FileEntry = { t: 'f', ...this.newMeta(mode & 0o7777), size: 0, chunks: [] }
+    this.inherit(parent, e, false)
     if (n) e.n = 1
     this.setHead(p, e)
     const node = new FileNode(p, e, null)
@@ -423,21 +424,31 @@ export class Overlay {
 
   // ---- namespace ------------------------------------------------------------------------
 
-  private parentDir (p: string): void {
+  /** Check that p's parent is a directory; returns its attributes. */
+  private parentDir (p: string): Attr {
     const parent = parentOf(p)
     const r = this.view.resolve(parent)
     if (!r) throw fsError('ENOENT', parent)
     if (resolvedType(r) !== 'd') throw fsError('ENOTDIR', parent)
+    return this.attrOf(r)
+  }
+
+  /** New entries in a setgid directory take its group; new directories keep the bit (as ext4). */
+  private inherit (parent: Attr, meta: { mode: number, gid: number }, isDir: boolean): void {
+    if ((parent.mode & 0o2000) === 0) return
+    meta.gid = parent.gid
+    if (isDir) meta.mode |= 0o2000
   }
 
   mkdir (p: string, mode: number): void {
     if (this.view.resolve(p)) throw fsError('EEXIST', p)
-    this.parentDir(p)
+    const parent = this.parentDir(p)
     this.hooks.checkSpace(0)
     this.touched()
     const n = this.needsWhiteout(p) ? undefined : 1
     // A new directory has no old children: opaque, so nothing below it is ever looked up.
     const e: DirEntry = { t: 'd', ...this.newMeta(mode & 0o7777), opaque: 1 }
+    this.inherit(parent, e, true)
     if (n) e.n = 1
     this.dropBelow(p)
     this.setHead(p, e)
@@ -445,11 +456,12 @@ export class Overlay {
 
   symlink (target: string, p: string): void {
     if (this.view.resolve(p)) throw fsError('EEXIST', p)
-    this.parentDir(p)
+    const parent = this.parentDir(p)
     this.hooks.checkSpace(0)
     this.touched()
     const n = this.needsWhiteout(p) ? undefined : 1
     const e: LinkEntry = { t: 'l', ...this.newMeta(0o777), target }
+    this.inherit(parent, e, false)
     if (n) e.n = 1
     this.setHead(p, e)
   }

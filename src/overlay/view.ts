@@ -38,27 +38,37 @@ export class View {
     for (const [p, e] of layer) this.set(p, e)
   }
 
+  // `children` links every path that has an entry, and every ancestor of one, to its parent:
+  // an entry below a lower directory that has no entry itself must still be reachable
+  // when walking down (moving or removing that directory).
+
   set (p: string, e: Entry): void {
-    if (!this.entries.has(p) && p !== '/') {
-      const dir = parentOf(p)
+    this.entries.set(p, e)
+    for (let q = p; q !== '/';) {
+      const dir = parentOf(q)
       let kids = this.children.get(dir)
       if (!kids) this.children.set(dir, kids = new Set())
-      kids.add(baseName(p))
+      const name = baseName(q)
+      if (kids.has(name)) break
+      kids.add(name)
+      q = dir
     }
-    this.entries.set(p, e)
   }
 
   delete (p: string): void {
-    if (!this.entries.delete(p) || p === '/') return
-    const dir = parentOf(p)
-    const kids = this.children.get(dir)
-    if (kids) {
-      kids.delete(baseName(p))
+    if (!this.entries.delete(p)) return
+    for (let q = p; q !== '/';) {
+      if (this.entries.has(q) || this.children.has(q)) break
+      const dir = parentOf(q)
+      const kids = this.children.get(dir)
+      if (!kids) break
+      kids.delete(baseName(q))
       if (kids.size === 0) this.children.delete(dir)
+      q = dir
     }
   }
 
-  /** Every upper path strictly below p, parents before children. */
+  /** Every path with an upper entry strictly below p, parents before children. */
   below (p: string): string[] {
     const out: string[] = []
     const walk = (dir: string): void => {
@@ -66,7 +76,7 @@ export class View {
       if (!kids) return
       for (const name of kids) {
         const q = join(dir, name)
-        out.push(q)
+        if (this.entries.has(q)) out.push(q)
         walk(q)
       }
     }
@@ -122,7 +132,8 @@ export class View {
     if (kids) {
       for (const n of kids) {
         const e = this.entries.get(join(p, n))
-        if (!e || e.t === 'w') names.delete(n)
+        if (!e) continue // only an ancestor of deeper entries
+        if (e.t === 'w') names.delete(n)
         else names.add(n)
       }
     }
