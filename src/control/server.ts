@@ -28,7 +28,8 @@ export async function serve (socketPath: string, handler: Handler): Promise<net.
       handler(req).then(
         (result) => reply(conn, { ok: true, result: result ?? null }),
         (err) => {
-          const e = isCpfsError(err) ? err : new CpfsError('INTERNAL', String(err?.stack ?? err))
+          if (!isCpfsError(err)) process.stderr.write(`cpfs daemon: internal error: ${err?.stack ?? err}\n`)
+          const e = isCpfsError(err) ? err : new CpfsError('INTERNAL', `internal error: ${String(err?.message ?? err).split('\n')[0]}`, 'see the daemon log in the workspace\'s cpfs directory')
           reply(conn, { ok: false, code: e.code, message: e.message, hint: e.hint })
         }
       )

@@ -5,7 +5,8 @@
 import * as fs from 'node:fs'
 import { spawnSync } from 'node:child_process'
 import type { Origin } from '../overlay/origin.js'
-import { ancestors, parentOf } from '../overlay/paths.js'
+import { ancestors, isSafePath, parentOf } from '../overlay/paths.js'
+import { CpfsError } from '../errors.js'
 import type { ChunkStore } from '../store/chunks.js'
 import { CHUNK_SIZE } from '../store/entries.js'
 import { lstatReal } from './real.js'
@@ -57,6 +58,7 @@ export function applyOps (origin: Origin, chunks: ChunkStore, ops: PlanOp[], opt
   let done = 0
   ops.forEach((op, index) => {
     const p = op.path
+    if (!isSafePath(p)) throw new CpfsError('UNSAFE_PATH', `refusing to touch ${JSON.stringify(p)} outside the workspace`, 'the journal was tampered with')
     switch (op.op) {
       case 'remove': {
         const st = lstatReal(origin, p)
@@ -77,7 +79,7 @@ export function applyOps (origin: Origin, chunks: ChunkStore, ops: PlanOp[], opt
       case 'write': {
         ensureParents(origin, p)
         const tmp = tmpName(origin, p, opts.planId, index)
-        const fd = fs.openSync(tmp, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_TRUNC | fs.constants.O_NOFOLLOW, 0o600)
+        const fd = fs.openSync(tmp, fs.constants.O_RDWR | fs.constants.O_CREAT | fs.constants.O_TRUNC | fs.constants.O_NOFOLLOW, 0o600)
         try {
           let pos = 0
           for (const hex of op.chunks ?? []) {

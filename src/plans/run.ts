@@ -13,7 +13,7 @@
 import * as fs from 'node:fs'
 import { CpfsError } from '../errors.js'
 import { View, resolvedType, type Resolved } from '../overlay/view.js'
-import { join } from '../overlay/paths.js'
+import { isSafePath, join } from '../overlay/paths.js'
 import type { Session } from '../session/session.js'
 import { hashChunk } from '../store/chunks.js'
 import { decode, encode } from '../store/codec.js'
@@ -152,6 +152,12 @@ function crashHook (index: number): void {
 }
 
 export async function runPlan (session: Session, expected: View, target: View, touched: Set<string>, opts: RunOptions): Promise<PlanSummary> {
+  // Containment: a recorded path with '..', an empty or '.' component, or NUL never reaches
+  // the real directory, whatever the history says.
+  const unsafe = [...touched].filter(p => !isSafePath(p)).map(p => JSON.stringify(p))
+  if (unsafe.length) {
+    throw new CpfsError('UNSAFE_PATH', `the history holds paths that would leave the workspace: ${unsafe.slice(0, 3).join(', ')}`, 'the store was tampered with; nothing was changed')
+  }
   const plan = planViews(expected, target, touched)
   const origin = session.origin
 
@@ -211,7 +217,13 @@ export async function runPlan (session: Session, expected: View, target: View, t
 async function finish (session: Session, j: Journal, recovered: boolean): Promise<PlanSummary> {
   const origin = session.origin
   if (recovered) cleanTemps(origin, j.ops, j.id)
-  const applied = applyOps(origin, session.chunks, j.ops, { planId: j.id, onOp: recovered ? undefined : crashHook })
+  let applied
+  try {
+    applied = applyOps(origin, session.chunks, j.ops, { planId: j.id, onOp: recovered ? undefined : crashHook })
+  } catch (err: any) {
+    if (err instanceof CpfsError) throw err
+    throw new CpfsError('APPLY_FAILED', `cannot finish writing the real directory: ${err?.message ?? err}`, 'fix the cause (space, permissions), then run any cpfs command on the workspace to finish the journaled plan')
+  }
   const result = verifyPaths(origin, new Map(j.expect))
   if (result.mismatches.length) {
     await session.store.batch([{ type: 'del', key: JOURNAL_KEY }], true)
