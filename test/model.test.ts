@@ -11,6 +11,7 @@
 import t from 'tap'
 import * as fs from 'node:fs'
 import { join } from 'node:path'
+import { tmpdir } from 'node:os'
 import { fuseAvailable, manifest, workspace, type ManifestEntry } from './helpers.js'
 
 const SEQUENCES = Number(process.env.CPFS_MODEL_SEQUENCES ?? 6)
@@ -166,7 +167,11 @@ if (fuseAvailable(t)) {
         w.run(`rm -rf ${snaps}/${turn} && cp -a ${model} ${snaps}/${turn}`)
       }
       const counter = { n: 0 }
-      const where = (step: string) => `seed ${seed}: ${step} (replay: CPFS_MODEL_SEED=${seed} CPFS_MODEL_SEQUENCES=1)`
+      const historyFile = join(tmpdir(), `cpfs-model-${seed}.log`)
+      const where = (step: string) => {
+        fs.writeFileSync(historyFile, history.join('\n') + '\n')
+        return `seed ${seed}: ${step} (replay: CPFS_MODEL_SEED=${seed} CPFS_MODEL_SEQUENCES=1; all operations: ${historyFile})`
+      }
       let head = Number(w.ok('mount', w.ws))
       snapshot(head)
       const history: string[] = []
@@ -197,6 +202,7 @@ if (fuseAvailable(t)) {
       for (let i = 0; i < turns && ok; i++) {
         ok = work(Math.floor(OPS / turns)) && compare(`after the ops of turn ${head}`)
         head = Number(w.ok('turn', w.ws))
+        history.push(`-- turn ${head}`)
         snapshot(head)
         ok = ok && compare(`right after sealing turn ${head - 1}`)
       }
@@ -210,6 +216,7 @@ if (fuseAvailable(t)) {
         w.run(`rm -rf ${model} && cp -a ${snaps}/${to} ${model}`)
         ok = ok && work(15) && compare(`work after rewinding to ${to}`)
         head = Number(w.ok('turn', w.ws))
+        history.push(`-- turn ${head}`)
         snapshot(head)
       }
       const final = manifest(w.ws)

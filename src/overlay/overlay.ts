@@ -227,6 +227,7 @@ export class Overlay {
     const r = this.resolve(p)
     const e = r.kind === 'upper' ? cloneEntry(r.entry) : this.fromOrigin(r)
     delete e.n // p existed when the turn began (it resolved without a head entry)
+    if (e.t === 'd') delete e.fresh // a metadata copy hides nothing (see store/entries.ts)
     this.setHead(p, e)
     const node = this.nodes.get(p)
     if (node && e.t === 'f') node.entry = e
@@ -447,7 +448,7 @@ export class Overlay {
     this.touched()
     const n = this.needsWhiteout(p) ? undefined : 1
     // A new directory has no old children: opaque, so nothing below it is ever looked up.
-    const e: DirEntry = { t: 'd', ...this.newMeta(mode & 0o7777), opaque: 1 }
+    const e: DirEntry = { t: 'd', ...this.newMeta(mode & 0o7777), opaque: 1, fresh: 1 }
     this.inherit(parent, e, true)
     if (n) e.n = 1
     this.dropBelow(p)
@@ -553,7 +554,7 @@ export class Overlay {
     if (originDir !== null && this.origin.stat(originDir)?.t !== 'd') originDir = null
     const moved = this.view.subtree(src).map(([q, e]) => [rebase(q, src, dst), e, this.head.get(q) === e] as const)
     this.removePath(src, true)
-    const dir: DirEntry = { t: 'd', mode: attrs.mode & ~S_IFMT, uid: attrs.uid, gid: attrs.gid, atime: attrs.atime, mtime: attrs.mtime, ctime: Date.now(), ino: attrs.ino, opaque: 1 }
+    const dir: DirEntry = { t: 'd', mode: attrs.mode & ~S_IFMT, uid: attrs.uid, gid: attrs.gid, atime: attrs.atime, mtime: attrs.mtime, ctime: Date.now(), ino: attrs.ino, opaque: 1, fresh: 1 }
     if (originDir !== null) dir.redirect = originDir
     if (!this.needsWhiteout(dst)) dir.n = 1
     this.setHead(dst, dir)

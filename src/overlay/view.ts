@@ -14,8 +14,9 @@ export function resolvedType (r: Resolved): 'f' | 'd' | 'l' {
   return r.kind === 'upper' ? r.entry.t : r.stat.t
 }
 
+/** Does this entry hide what older layers recorded below its path? */
 export function hidesBelow (e: Entry): boolean {
-  return e.t === 'w' || e.t === 'f' || e.t === 'l' || (e.t === 'd' && (e.opaque === 1 || e.redirect !== undefined))
+  return e.t === 'w' || e.t === 'f' || e.t === 'l' || (e.t === 'd' && e.fresh === 1)
 }
 
 export class View {

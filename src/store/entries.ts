@@ -5,6 +5,10 @@
 //    `mkdir` always makes an opaque directory, since a new directory has no old children.
 //  - A directory with `redirect` is opaque too, but its children come from the lower tree at
 //    the redirect path: that is how a lower directory is renamed without copying it.
+//  - Opacity hides only what is older than the entry that made the directory: `fresh` marks
+//    that entry (mkdir, rename). A later layer that merely changes the directory's mode keeps
+//    `opaque`/`redirect` (they say where children come from) but not `fresh`, so it hides
+//    nothing that the layers in between recorded below it.
 //  - A file's content is a list of fixed-size chunks: a SHA-256 hash (content-addressed
 //    chunk), null (a hole: zeros), or SRC (the same range of the lower file at `src`, which
 //    is how copy-up stays O(1) and a 4 KiB write into a 1 GiB lower file stores one chunk).
@@ -38,6 +42,7 @@ export interface DirEntry extends Meta {
   t: 'd'
   opaque?: 1
   redirect?: string
+  fresh?: 1
 }
 
 export interface LinkEntry extends Meta {
