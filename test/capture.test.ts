@@ -241,4 +241,40 @@ EOF`)
     t.equal(r.trim(), 'errno 116', 'a write through a handle opened before the rewind fails with ESTALE')
     t.notOk(fs.existsSync(join(w.ws, 'file')), 'and the rewound view has no such file')
   })
+
+  t.test('reads are free; identical bytes are stored once; chown', async t => {
+    const w = workspace(t, TREE + '\nhead -c 3000000 /dev/urandom > big.bin')
+    w.ok('mount', w.ws)
+    const size0 = JSON.parse(w.ok('status', w.ws, '--json')).storeBytes
+    w.run('cat $(find . -type f) > /dev/null && python3 -c "import os; os.close(os.open(\'README.md\', os.O_RDWR))" && ls -lR > /dev/null && git status 2>/dev/null || true')
+    const log0 = JSON.parse(w.ok('log', w.ws, '--json'))
+    t.equal(log0[0].files, 0, 'reading, opening for write without writing, and listing record nothing')
+    t.equal(JSON.parse(w.ok('status', w.ws, '--json')).storeBytes - size0 < 8192, true, 'and do not grow the store')
+    w.run('head -c 2000000 /dev/urandom > a.bin')
+    w.ok('turn', w.ws)
+    const size1 = JSON.parse(w.ok('status', w.ws, '--json')).storeBytes
+    w.run('cp a.bin b.bin && cp a.bin c.bin')
+    w.ok('turn', w.ws)
+    const size2 = JSON.parse(w.ok('status', w.ws, '--json')).storeBytes
+    t.ok(size1 - size0 >= 2000000, `new bytes are stored (${size1 - size0} B for 2 MB)`)
+    t.ok(size2 - size1 < 100000, `two copies (4 MB) of bytes already stored grow the store by ${size2 - size1} B`)
+    w.run('cp big.bin copy1.bin')
+    w.ok('turn', w.ws)
+    const size3 = JSON.parse(w.ok('status', w.ws, '--json')).storeBytes
+    w.run('cp big.bin copy2.bin && cat big.bin > copy3.bin')
+    w.ok('turn', w.ws)
+    const size4 = JSON.parse(w.ok('status', w.ws, '--json')).storeBytes
+    t.ok(size3 - size2 >= 3000000, `a copy of a lower file stores its bytes once (${size3 - size2} B for 3 MB)`)
+    t.ok(size4 - size3 < 100000, `two more copies grow the store by ${size4 - size3} B`)
+    w.run('printf X | dd of=big.bin bs=1 seek=1500000 conv=notrunc status=none')
+    const log = JSON.parse(w.ok('log', w.ws, '--json'))
+    t.equal(log[4].bytes, 65536, 'a 1-byte write into a 3 MB lower file stores one 64 KiB chunk')
+    w.run('chown 1234:5678 README.md && chown -h 42:43 link-to-main')
+    t.equal(w.run('stat -c %u:%g README.md'), '1234:5678\n', 'chown as root sets owner and group')
+    t.equal(w.run('stat -c %u:%g link-to-main'), '42:43\n', 'chown -h changes the symlink itself')
+    t.equal(w.run('stat -L -c %u:%g link-to-main'), '0:0\n', 'not its target')
+    w.ok('unmount', w.ws)
+    t.equal(w.run('stat -c %u:%g README.md'), '1234:5678\n', 'unmount applies owners (as root)')
+    t.equal(w.run('stat -c %u:%g link-to-main'), '42:43\n', 'of symlinks too')
+  })
 }

@@ -53,6 +53,9 @@ function ensureParents (origin: Origin, p: string): void {
   }
 }
 
+// Ownership is applied where permitted: as root. An ordinary user's files are theirs anyway.
+const canChown = process.getuid?.() === 0
+
 export function applyOps (origin: Origin, chunks: ChunkStore, ops: PlanOp[], opts: ApplyOptions): ApplyResult {
   let bytesWritten = 0
   let done = 0
@@ -97,6 +100,7 @@ export function applyOps (origin: Origin, chunks: ChunkStore, ops: PlanOp[], opt
             b[0] ^= 0xff
             fs.writeSync(fd, b, 0, 1, 0)
           }
+          if (canChown) fs.fchownSync(fd, op.uid, op.gid) // before chmod: chown clears set-id bits
           fs.fchmodSync(fd, op.mode)
           fs.futimesSync(fd, secs(op.atime), secs(op.mtime))
         } finally {
@@ -114,6 +118,7 @@ export function applyOps (origin: Origin, chunks: ChunkStore, ops: PlanOp[], opt
         const tmp = tmpName(origin, p, opts.planId, index)
         fs.rmSync(tmp, { force: true })
         fs.symlinkSync(op.target, tmp)
+        if (canChown) fs.lchownSync(tmp, op.uid, op.gid)
         if (op.mtime !== undefined) fs.lutimesSync(tmp, secs(op.atime!), secs(op.mtime))
         if (st.type === 'd') removeReal(origin, p)
         fs.renameSync(tmp, origin.realPath(p))
@@ -122,7 +127,9 @@ export function applyOps (origin: Origin, chunks: ChunkStore, ops: PlanOp[], opt
       case 'chmod': {
         const st = lstatReal(origin, p)
         // chmod follows symlinks: never apply it to one.
+        if (st.type === 'l' && canChown) fs.lchownSync(origin.realPath(p), op.uid, op.gid)
         if (st.type === 'f' || st.type === 'd') {
+          if (canChown) fs.chownSync(origin.realPath(p), op.uid, op.gid)
           fs.chmodSync(origin.realPath(p), op.mode)
           if (op.mtime !== undefined) fs.utimesSync(origin.realPath(p), secs(op.atime!), secs(op.mtime))
         }

@@ -16,9 +16,9 @@ export type Content =
 export type PlanOp =
   | { op: 'remove', path: string, type: 'f' | 'd' | 'l' }
   | { op: 'mkdir', path: string }
-  | { op: 'write', path: string, mode: number, size: number, atime: number, mtime: number, content?: Content, chunks?: string[], ifDiffers?: boolean }
-  | { op: 'symlink', path: string, target: string, atime?: number, mtime?: number }
-  | { op: 'chmod', path: string, mode: number, atime?: number, mtime?: number }
+  | { op: 'write', path: string, mode: number, size: number, atime: number, mtime: number, uid: number, gid: number, content?: Content, chunks?: string[], ifDiffers?: boolean }
+  | { op: 'symlink', path: string, target: string, atime?: number, mtime?: number, uid: number, gid: number }
+  | { op: 'chmod', path: string, mode: number, atime?: number, mtime?: number, uid: number, gid: number }
 
 export interface Plan {
   ops: PlanOp[]
@@ -31,6 +31,17 @@ function modeOf (r: Resolved): number {
 function timesOf (r: Resolved): { atime: number, mtime: number } {
   const s = r.kind === 'upper' ? r.entry : r.stat
   return { atime: s.atime, mtime: s.mtime }
+}
+
+function ownerOf (r: Resolved): { uid: number, gid: number } {
+  const s = r.kind === 'upper' ? r.entry : r.stat
+  return { uid: s.uid, gid: s.gid }
+}
+
+function sameOwner (a: Resolved, b: Resolved): boolean {
+  const x = ownerOf(a)
+  const y = ownerOf(b)
+  return x.uid === y.uid && x.gid === y.gid
 }
 
 function contentOf (r: Resolved): Content {
@@ -75,7 +86,7 @@ function deepDir (v: View, p: string): boolean {
 export function planViews (expected: View, target: View, touched: Iterable<string>): Plan {
   const ops: PlanOp[] = []
   // Directory modes and times are set last: writing children would move the times again.
-  const dirModes: Array<{ path: string, mode: number, atime?: number, mtime?: number }> = []
+  const dirModes: Array<{ path: string, mode: number, atime?: number, mtime?: number, uid: number, gid: number }> = []
   const touchedSet = new Set(touched)
   const interesting = new Set<string>()
   for (const p of touchedSet) {
@@ -100,16 +111,16 @@ export function planViews (expected: View, target: View, touched: Iterable<strin
     const type = resolvedType(t)
     if (type === 'd') {
       ops.push({ op: 'mkdir', path: p })
-      dirModes.push({ path: p, mode: modeOf(t), ...timesOf(t) })
+      dirModes.push({ path: p, mode: modeOf(t), ...timesOf(t), ...ownerOf(t) })
       for (const n of target.readdir(p).sort()) {
         const q = join(p, n)
         const tq = target.resolve(q)
         if (tq) create(q, tq)
       }
     } else if (type === 'l') {
-      ops.push({ op: 'symlink', path: p, target: linkTarget(target, t), ...timesOf(t) })
+      ops.push({ op: 'symlink', path: p, target: linkTarget(target, t), ...timesOf(t), ...ownerOf(t) })
     } else {
-      ops.push({ op: 'write', path: p, mode: modeOf(t), size: sizeOf(t), ...timesOf(t), content: contentOf(t) })
+      ops.push({ op: 'write', path: p, mode: modeOf(t), size: sizeOf(t), ...timesOf(t), ...ownerOf(t), content: contentOf(t) })
     }
   }
 
@@ -134,9 +145,9 @@ export function planViews (expected: View, target: View, touched: Iterable<strin
     }
     if (tt === 'f') {
       if (!sameBytes(e, t)) {
-        ops.push({ op: 'write', path: p, mode: modeOf(t), size: sizeOf(t), ...timesOf(t), content: contentOf(t), ifDiffers: true })
-      } else if (modeOf(e) !== modeOf(t)) {
-        ops.push({ op: 'chmod', path: p, mode: modeOf(t) })
+        ops.push({ op: 'write', path: p, mode: modeOf(t), size: sizeOf(t), ...timesOf(t), ...ownerOf(t), content: contentOf(t), ifDiffers: true })
+      } else if (modeOf(e) !== modeOf(t) || !sameOwner(e, t)) {
+        ops.push({ op: 'chmod', path: p, mode: modeOf(t), ...ownerOf(t) })
       }
       return
     }
@@ -144,11 +155,13 @@ export function planViews (expected: View, target: View, touched: Iterable<strin
       const lt = linkTarget(target, t)
       if (linkTarget(expected, e) !== lt) {
         ops.push({ op: 'remove', path: p, type: 'l' })
-        ops.push({ op: 'symlink', path: p, target: lt, ...timesOf(t) })
+        ops.push({ op: 'symlink', path: p, target: lt, ...timesOf(t), ...ownerOf(t) })
+      } else if (!sameOwner(e, t)) {
+        ops.push({ op: 'chmod', path: p, mode: 0o777, ...ownerOf(t) })
       }
       return
     }
-    if (modeOf(e) !== modeOf(t) || timesOf(e).mtime !== timesOf(t).mtime) dirModes.push({ path: p, mode: modeOf(t), ...timesOf(t) })
+    if (modeOf(e) !== modeOf(t) || timesOf(e).mtime !== timesOf(t).mtime || !sameOwner(e, t)) dirModes.push({ path: p, mode: modeOf(t), ...timesOf(t), ...ownerOf(t) })
     const childDeep = deep || (touchedSet.has(p) && (deepDir(expected, p) || deepDir(target, p)))
     let names: Iterable<string>
     if (childDeep) names = new Set([...expected.readdir(p), ...target.readdir(p)])

@@ -15,12 +15,14 @@ export interface RealState {
   mtime: number
   ctime: number
   ino: number
+  uid: number
+  gid: number
   target?: string
   /** A non-directory ancestor that stands where the path should go through. */
   blockedBy?: string
 }
 
-const ABSENT: RealState = { type: null, mode: 0, size: 0, atime: 0, mtime: 0, ctime: 0, ino: 0 }
+const ABSENT: RealState = { type: null, mode: 0, size: 0, atime: 0, mtime: 0, ctime: 0, ino: 0, uid: 0, gid: 0 }
 
 export function lstatReal (origin: Origin, p: string): RealState {
   const chain = [...ancestors(p)].reverse().slice(1) // outermost first, without '/'
@@ -33,7 +35,7 @@ export function lstatReal (origin: Origin, p: string): RealState {
   if (!st) return ABSENT
   const fmt = st.mode & S_IFMT
   const type = fmt === S_IFREG ? 'f' : fmt === S_IFDIR ? 'd' : fmt === S_IFLNK ? 'l' : null
-  const out: RealState = { type, mode: st.mode & 0o7777, size: st.size, atime: Math.floor(st.atimeMs), mtime: Math.floor(st.mtimeMs), ctime: Math.floor(st.ctimeMs), ino: st.ino }
+  const out: RealState = { type, mode: st.mode & 0o7777, size: st.size, atime: Math.floor(st.atimeMs), mtime: Math.floor(st.mtimeMs), ctime: Math.floor(st.ctimeMs), ino: st.ino, uid: st.uid, gid: st.gid }
   if (type === 'l') out.target = fs.readlinkSync(origin.realPath(p))
   if (fmt !== 0 && type === null) out.type = 'f' // a FIFO or device is "something else": treated as a file that differs
   return out

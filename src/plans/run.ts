@@ -79,15 +79,16 @@ function expectOf (session: Session, view: View, p: string, hexes: Map<string, s
   const type = resolvedType(r)
   const meta = r.kind === 'upper' ? r.entry : r.stat
   const mode = meta.mode & 0o7777
-  if (type === 'd') return { type, mode }
+  const owner = process.getuid?.() === 0 ? { uid: meta.uid, gid: meta.gid } : {}
+  if (type === 'd') return { type, mode, ...owner }
   if (type === 'l') {
     const target = r.kind === 'upper' ? (r.entry as any).target : ('nlink' in r.stat ? view.origin.readlink(r.originPath) : (r.stat as any).target)
-    return { type, target }
+    return { type, target, ...owner }
   }
   const size = r.kind === 'upper' ? (r.entry as FileEntry).size : (r.stat as any).size
   let chunks = hexes.get(p)
   if (!chunks) chunks = chunkHexes(session, contentOf(r), size)
-  return { type, mode, size, chunks }
+  return { type, mode, size, chunks, ...owner }
 }
 
 function contentOf (r: Resolved): Content {
@@ -123,7 +124,7 @@ function capture (session: Session, p: string, recursive: boolean, ops: BatchOp[
   if (origin.servedByReal(p)) {
     const st = lstatReal(origin, p)
     let e: Entry
-    const meta = { mode: st.mode, uid: 0, gid: 0, atime: st.atime, mtime: st.mtime, ctime: st.ctime, ino: st.ino }
+    const meta = { mode: st.mode, uid: st.uid, gid: st.gid, atime: st.atime, mtime: st.mtime, ctime: st.ctime, ino: st.ino }
     if (st.blockedBy || st.type === null) e = { t: 'w' }
     else if (st.type === 'd') e = { t: 'd', ...meta }
     else if (st.type === 'l') e = { t: 'l', ...meta, target: st.target! }
@@ -185,7 +186,8 @@ export async function runPlan (session: Session, expected: View, target: View, t
       hexes.set(op.path, op.chunks)
       if (op.ifDiffers) {
         const real = lstatReal(origin, op.path)
-        if (real.type === 'f' && real.mode === op.mode && real.size === op.size) {
+        const ownerOk = process.getuid?.() !== 0 || (real.uid === op.uid && real.gid === op.gid)
+        if (real.type === 'f' && real.mode === op.mode && real.size === op.size && ownerOk) {
           const got = hashReal(origin, op.path, null, hashChunk)
           if (got.length === op.chunks.length && got.every((h, i) => h === op.chunks![i])) continue
         }

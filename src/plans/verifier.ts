@@ -11,6 +11,8 @@ export interface Expect {
   target?: string
   size?: number
   chunks?: string[]
+  uid?: number
+  gid?: number
 }
 
 export interface VerifyResult {
@@ -33,6 +35,7 @@ function compare (origin: Origin, p: string, st: ReturnType<typeof lstatReal>, w
   if (want.type === null) return null
   if (want.type !== 'l' && want.mode !== undefined && st.mode !== want.mode) return `mode ${st.mode.toString(8)}, expected ${want.mode.toString(8)}`
   if (want.type === 'l' && st.target !== want.target) return `links to ${st.target}, expected ${want.target}`
+  if (want.uid !== undefined && (st.uid !== want.uid || st.gid !== want.gid)) return `owner ${st.uid}:${st.gid}, expected ${want.uid}:${want.gid}`
   if (want.type === 'f') {
     if (want.size !== undefined && st.size !== want.size) return `size ${st.size}, expected ${want.size}`
     if (want.chunks) {
