@@ -11,6 +11,8 @@ import type { ReadyInfo } from './daemon/daemon.js'
 import { runDaemon } from './daemon/daemon.js'
 import { loadFuse, unmountPath } from './fuse/mount.js'
 import { applyStack, recover, type PlanSummary } from './plans/run.js'
+import { diffTurns, previewRewind, type RewindPreview } from './plans/preview.js'
+import type { Change } from './plans/changes.js'
 import { Session, type TurnInfo } from './session/session.js'
 import { checkStoreOutside, isMounted, locate, register, type Location } from './store/locate.js'
 
@@ -168,6 +170,19 @@ export async function rewind (turnSpec: string | number, opts: Target & { force?
     const r = await s.rewind(t)
     return { ...r, mounted: false, summary }
   })
+}
+
+/** What `rewind` would do, without doing it (an agent host's confirmation dialog). */
+export async function rewindPreview (turnSpec: string | number, opts: Target = {}): Promise<RewindPreview> {
+  const loc = where(opts)
+  if (await daemonUp(loc)) return await call(loc.socket, { cmd: 'preview-rewind', args: { turn: String(turnSpec) } }) as RewindPreview
+  return await offline(loc, async (s) => await previewRewind(s, String(turnSpec), false))
+}
+
+/** What turn `spec` (a number, an id, or a range A..B; default: the head) changed. */
+export async function diff (spec: string | undefined, opts: Target & { patches?: boolean } = {}): Promise<{ a: number, b: number, changes: Change[] }> {
+  const loc = where(opts)
+  return await viaDaemonOr(loc, 'diff', { spec, patches: Boolean(opts.patches) }, async (s) => await diffTurns(s, spec, { patches: opts.patches }))
 }
 
 export async function undo (opts: Target & { force?: boolean } = {}): Promise<RewindResult> {

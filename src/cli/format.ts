@@ -2,6 +2,8 @@
 import type { StatusInfo } from '../api.js'
 import type { PlanSummary } from '../plans/run.js'
 import type { TurnInfo } from '../session/session.js'
+import type { Change } from '../plans/changes.js'
+import type { RewindPreview } from '../plans/preview.js'
 
 const useColour = process.stdout.isTTY && !process.env.NO_COLOR
 const dim = (s: string) => useColour ? `\x1b[2m${s}\x1b[0m` : s
@@ -55,4 +57,67 @@ export function formatStatus (s: StatusInfo): string {
 export function formatSummary (s: PlanSummary): string {
   const base = `applied ${s.ops} operation${s.ops === 1 ? '' : 's'}, verified ${s.verified} path${s.verified === 1 ? '' : 's'}, wrote ${bytes(s.bytesWritten)}`
   return s.recovered ? base + ' (finished an interrupted plan)' : base
+}
+
+const LETTER: Record<Change['change'], string> = { added: 'A', deleted: 'D', modified: 'M', mode: 'm', type: 'T', symlink: 'L', moved: 'R', owner: 'o' }
+
+function counts (c: Change): string {
+  if (c.binary) return `binary ${c.oldSize ?? 0} -> ${c.newSize ?? 0} bytes`
+  const parts = []
+  if (c.insertions) parts.push(`+${c.insertions}`)
+  if (c.deletions) parts.push(`-${c.deletions}`)
+  return parts.join(' ')
+}
+
+function line (c: Change): string {
+  const p = c.path.slice(1) + (c.kind === 'd' ? '/' : '')
+  switch (c.change) {
+    case 'moved': return `R ${c.from!.slice(1)}/ -> ${p}`
+    case 'mode': return `m ${p}  mode ${c.oldMode!.toString(8)} -> ${c.newMode!.toString(8)}`
+    case 'symlink': return `L ${p}  -> ${c.newTarget} (was ${c.oldTarget})`
+    default: return `${LETTER[c.change]} ${p}${c.kind === 'l' && c.newTarget ? ' -> ' + c.newTarget : ''}  ${counts(c)}`.trimEnd()
+  }
+}
+
+export function formatPreview (turn: string, p: RewindPreview): string {
+  const total = `+${p.insertions} -${p.deletions}`
+  const head = p.changes.length === 0
+    ? `rewind to turn ${turn} would change nothing`
+    : `rewind to turn ${turn} would change ${p.changes.length} path${p.changes.length === 1 ? '' : 's'} (${total}):`
+  const lines = [head, ...p.changes.map(c => '  ' + line(c))]
+  if (!p.canRewind) lines.push(`refused: ${p.error}`)
+  return lines.join('\n')
+}
+
+export function formatStat (changes: Change[]): string {
+  if (changes.length === 0) return 'no changes'
+  let ins = 0
+  let del = 0
+  for (const c of changes) { ins += c.insertions; del += c.deletions }
+  return [...changes.map(c => ' ' + line(c)), ` ${changes.length} path${changes.length === 1 ? '' : 's'} changed, +${ins} -${del}`].join('\n')
+}
+
+export function formatDiff (changes: Change[]): string {
+  if (changes.length === 0) return 'no changes'
+  const out: string[] = []
+  for (const c of changes) {
+    const p = c.path.slice(1)
+    if (c.patch && (c.insertions || c.deletions)) {
+      if (c.change === 'mode' || (c.oldMode !== undefined && c.newMode !== undefined && c.oldMode !== c.newMode)) out.push(`mode ${p} ${c.oldMode!.toString(8)} -> ${c.newMode!.toString(8)}`)
+      out.push(c.patch.trimEnd())
+      continue
+    }
+    switch (c.change) {
+      case 'moved': out.push(`moved directory ${c.from!.slice(1)}/ -> ${p}/`); break
+      case 'mode': out.push(`mode ${p} ${c.oldMode!.toString(8)} -> ${c.newMode!.toString(8)}`); break
+      case 'symlink': out.push(`symlink ${p} -> ${c.newTarget} (was -> ${c.oldTarget})`); break
+      case 'owner': out.push(`owner changed: ${p}`); break
+      default: {
+        const what = c.kind === 'd' ? 'directory' : c.kind === 'l' ? 'symlink' : c.binary ? 'binary file' : 'file'
+        const extra = c.binary ? ` (${c.oldSize ?? 0} -> ${c.newSize ?? 0} bytes)` : c.kind === 'l' && c.newTarget ? ` -> ${c.newTarget}` : ''
+        out.push(`${c.change} ${what} ${p}${extra}`)
+      }
+    }
+  }
+  return out.join('\n')
 }

@@ -6,6 +6,7 @@ Usage: cpfs <command> [options]
   mount [DIR]            mount DIR (default .) in place; prints the head turn
   turn [DIR]             seal the head turn, open the next; prints its number
   log [DIR]              turns with time, message, id and what each changed
+  diff [TURN|A..B] [DIR] what a turn (default: the head) or a range changed
   rewind TURN [DIR]      make the workspace what it was when TURN began
   undo [DIR]             drop everything since the last cpfs turn
   redo [DIR]             bring back what the last rewind or undo dropped
@@ -44,15 +45,24 @@ List the turns: number (* marks the head), when it was opened, how many paths an
 changed, its external id and message. --json adds each turn's changed paths.
 
 Example:  cpfs log --json | jq '.[] | select(.files > 0) | .turn'`,
-  rewind: `Usage: cpfs rewind TURN [DIR] [--force] [--json]
+  diff: `Usage: cpfs diff [TURN | A..B] [DIR] [--stat] [--json]
+
+Show what TURN changed (default: the head turn, so far), or turns A through B (A.. and ..B
+work too): a unified diff for text files, one line for binary files, mode changes, symlink
+targets, deletions and directory moves. --stat prints one line per path with +/- counts.
+
+Example:  cpfs diff 3 --stat`,
+  rewind: `Usage: cpfs rewind TURN [DIR] [--dry-run] [--force] [--json]
 
 Make the workspace exactly what it was when TURN (a number or an external id) began.
 Mounted: drops the layers of TURN and later in one atomic step (cpfs redo brings them back).
 Not mounted: changes the real directory through a drift-checked, journaled, verified plan;
 --force replaces paths that were changed outside cpfs (their content stays in the store).
 Files open across a live rewind become stale (reads and writes fail with ESTALE); reopen them.
+--dry-run prints what would change (paths, +/- lines) and changes nothing; with --json it
+prints {"canRewind", "error"?, "filesChanged", "insertions", "deletions"} and exits 0.
 
-Example:  cpfs rewind 3`,
+Example:  cpfs rewind 3 --dry-run && cpfs rewind 3`,
   undo: `Usage: cpfs undo [DIR] [--force] [--json]
 
 Drop everything since the last cpfs turn (a rewind to the start of the head turn). When the

@@ -4,7 +4,8 @@
 import { parseArgs } from 'node:util'
 import { CpfsError, isCpfsError } from '../errors.js'
 import * as api from '../api.js'
-import { formatLog, formatStatus, formatSummary } from './format.js'
+import { formatDiff, formatLog, formatPreview, formatStat, formatStatus, formatSummary } from './format.js'
+import { statSync } from 'node:fs'
 import { HELP, usage } from './help.js'
 
 type Flags = Record<string, string | boolean | undefined>
@@ -25,6 +26,14 @@ function out (s: string): void {
 
 function note (s: string): void {
   if (process.stderr.isTTY) process.stderr.write(s + '\n')
+}
+
+function isDirectory (p: string): boolean {
+  try {
+    return statSync(p).isDirectory()
+  } catch {
+    return false
+  }
 }
 
 function target (pos: Record<string, string | undefined>, f: Flags): api.Target {
@@ -65,12 +74,43 @@ const commands: Record<string, Command> = {
     }
   },
   rewind: {
-    options: { ...dirStore, force: { type: 'boolean' }, ...json },
+    options: { ...dirStore, force: { type: 'boolean' }, 'dry-run': { type: 'boolean' }, ...json },
     args: ['TURN', 'DIR?'],
     run: async (pos, f) => {
+      if (f['dry-run']) {
+        const p = await api.rewindPreview(pos.TURN!, target(pos, f))
+        if (f.json) {
+          // Exactly the agent SDKs' rewind_files(dry_run) shape; exit 0 either way.
+          const j: Record<string, unknown> = { canRewind: p.canRewind }
+          if (p.error !== undefined) j.error = p.error
+          Object.assign(j, { filesChanged: p.filesChanged, insertions: p.insertions, deletions: p.deletions })
+          out(JSON.stringify(j))
+          return 0
+        }
+        if (!p.canRewind && p.changes.length === 0) throw new CpfsError('UNKNOWN_TURN', p.error ?? 'cannot rewind', 'see cpfs log')
+        out(formatPreview(pos.TURN!, p))
+        return p.canRewind ? 0 : 1
+      }
       const r = await api.rewind(pos.TURN!, { ...target(pos, f), force: Boolean(f.force) })
       if (f.json) out(JSON.stringify(r))
       else out(`rewound to the start of turn ${r.head}${r.summary ? '; ' + formatSummary(r.summary) : ''}`)
+      return 0
+    }
+  },
+  diff: {
+    options: { ...dirStore, stat: { type: 'boolean' }, ...json },
+    args: ['TURN?', 'DIR?'],
+    run: async (pos, f) => {
+      let spec = pos.TURN
+      let dir = pos.DIR
+      // One argument: a directory if it names one (and is not a turn number or a range).
+      if (spec !== undefined && dir === undefined && !/^\d+$|\.\./.test(spec) && isDirectory(spec)) {
+        dir = spec
+        spec = undefined
+      }
+      const r = await api.diff(spec, { dir: dir ?? '.', store: f.store as string | undefined, patches: !f.stat && !f.json })
+      if (f.json) out(JSON.stringify(r.changes, null, 2))
+      else out(f.stat ? formatStat(r.changes) : formatDiff(r.changes))
       return 0
     }
   },

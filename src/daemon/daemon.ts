@@ -11,6 +11,7 @@ import type { Request } from '../control/protocol.js'
 import { makeOps, type OpStats } from '../fuse/ops.js'
 import { mountFuse, unmountPath, loadFuse } from '../fuse/mount.js'
 import { applyStack, recover } from '../plans/run.js'
+import { diffTurns, previewRewind } from '../plans/preview.js'
 import { Session } from '../session/session.js'
 import { isMounted, type Location } from '../store/locate.js'
 
@@ -97,6 +98,8 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
       case 'rewind': return await session.rewind(a.turn as string)
       case 'undo': return await session.undo()
       case 'redo': return await session.redo()
+      case 'diff': return await diffTurns(session, a.spec as string | undefined, { patches: Boolean(a.patches) })
+      case 'preview-rewind': return await previewRewind(session, String(a.turn), true)
       case 'unmount': return await shutdown(!a.discard, Boolean(a.force))
       default: throw new CpfsError('BAD_REQUEST', `unknown command ${req.cmd}`, 'upgrade the cpfs CLI to match the daemon')
     }

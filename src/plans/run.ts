@@ -142,6 +142,19 @@ function capture (session: Session, p: string, recursive: boolean, ops: BatchOp[
   }
 }
 
+/** Paths (with the reason) where the real directory differs from what the store expects. */
+export function findDrift (session: Session, expected: View, ops: PlanOp[]): string[] {
+  const drifted: string[] = []
+  const seen = new Set<string>()
+  for (const op of ops) {
+    if (seen.has(op.path)) continue
+    seen.add(op.path)
+    const why = driftOf(session, expected, op.path, lstatReal(session.origin, op.path))
+    if (why) drifted.push(`${op.path.slice(1) || '.'} (${why})`)
+  }
+  return drifted
+}
+
 function newPlanId (): string {
   return Date.now().toString(36) + Math.random().toString(36).slice(2, 8)
 }
@@ -163,14 +176,7 @@ export async function runPlan (session: Session, expected: View, target: View, t
   const origin = session.origin
 
   // 2. drift
-  const drifted: string[] = []
-  const seen = new Set<string>()
-  for (const op of plan.ops) {
-    if (seen.has(op.path)) continue
-    seen.add(op.path)
-    const why = driftOf(session, expected, op.path, lstatReal(origin, op.path))
-    if (why) drifted.push(`${op.path.slice(1) || '.'} (${why})`)
-  }
+  const drifted = findDrift(session, expected, plan.ops)
   if (drifted.length && !opts.force) {
     const shown = drifted.slice(0, 5).join(', ') + (drifted.length > 5 ? ` and ${drifted.length - 5} more` : '')
     throw new CpfsError('DRIFT', `the real directory changed outside cpfs: ${shown}`, 'inspect those paths, then run again with --force to replace them (their current content is kept in the store)')
@@ -251,7 +257,7 @@ export async function recover (session: Session): Promise<PlanSummary | null> {
   return await finish(session, j, true)
 }
 
-async function layersOf (session: Session, stack: number[]): Promise<Array<Map<string, Entry>>> {
+export async function layersOf (session: Session, stack: number[]): Promise<Array<Map<string, Entry>>> {
   const out: Array<Map<string, Entry>> = []
   for (const id of stack) {
     let l = session.layers.get(id)
@@ -265,14 +271,25 @@ async function layersOf (session: Session, stack: number[]): Promise<Array<Map<s
 }
 
 /** Bring the real directory from the applied view to the view of `stack` (default: head). */
-export async function applyStack (session: Session, opts: { force?: boolean, stack?: number[] } = {}): Promise<PlanSummary> {
-  const stack = opts.stack ?? session.meta.stack
+export async function viewOf (session: Session, stack: number[]): Promise<View> {
+  return View.build(session.origin, await layersOf(session, stack))
+}
+
+/** The expected, target and touched paths for moving the real directory to `stack`. */
+export async function realToStack (session: Session, stack: number[]): Promise<{ expected: View, target: View, touched: Set<string> }> {
   const applied = session.meta.applied
   let cp = 0
   while (cp < stack.length && cp < applied.length && stack[cp] === applied[cp]) cp++
-  const expected = View.build(session.origin, await layersOf(session, applied))
-  const target = View.build(session.origin, await layersOf(session, stack))
-  const touched = touchedPaths(await layersOf(session, stack.slice(cp)), await layersOf(session, applied.slice(cp)))
+  return {
+    expected: await viewOf(session, applied),
+    target: await viewOf(session, stack),
+    touched: touchedPaths(await layersOf(session, stack.slice(cp)), await layersOf(session, applied.slice(cp)))
+  }
+}
+
+export async function applyStack (session: Session, opts: { force?: boolean, stack?: number[] } = {}): Promise<PlanSummary> {
+  const stack = opts.stack ?? session.meta.stack
+  const { expected, target, touched } = await realToStack(session, stack)
   if (touched.size === 0) {
     session.meta.applied = stack.slice()
     await session.store.batch([session.store.metaOp()], true)

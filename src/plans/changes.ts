@@ -1,0 +1,223 @@
+// What changes between two views, for people: the planner's operations folded into one
+// change per path, with line counts for text files, a unified diff on request, one line for
+// binary files, modes, symlink targets, deletions and directory moves. Used by `cpfs diff`
+// and `cpfs rewind --dry-run`. Read-only: it never stores anything.
+import { createTwoFilesPatch, diffLines } from 'diff'
+import { readChunks } from '../overlay/origin.js'
+import { isWithin, rebase } from '../overlay/paths.js'
+import { resolvedType, type Resolved, type View } from '../overlay/view.js'
+import type { ChunkStore } from '../store/chunks.js'
+import type { FileEntry } from '../store/entries.js'
+import { planViews } from './planner.js'
+
+export interface Change {
+  path: string
+  change: 'added' | 'deleted' | 'modified' | 'mode' | 'type' | 'symlink' | 'moved' | 'owner'
+  kind: 'f' | 'd' | 'l'
+  insertions: number
+  deletions: number
+  binary: boolean
+  from?: string
+  oldMode?: number
+  newMode?: number
+  oldTarget?: string
+  newTarget?: string
+  oldSize?: number
+  newSize?: number
+  patch?: string
+}
+
+const TEXT_LIMIT = 8 * 1024 * 1024
+
+export function readAll (view: View, r: Resolved, chunks: ChunkStore): Buffer {
+  if (r.kind === 'origin' && 'nlink' in r.stat) {
+    const buf = Buffer.alloc(r.stat.size)
+    view.origin.read(r.originPath, buf, 0, buf.length, 0)
+    return buf
+  }
+  const e = (r.kind === 'upper' ? r.entry : r.stat) as FileEntry
+  const buf = Buffer.alloc(e.size)
+  const src = e.src
+  readChunks(e.chunks, e.size, chunks, buf, 0, e.size, 0, src === undefined ? null : (b, off, len, pos) => view.origin.read(src, b, off, len, pos))
+  return buf
+}
+
+function sizeOf (r: Resolved): number {
+  return r.kind === 'upper' ? (r.entry as FileEntry).size : (r.stat as any).size
+}
+
+function isText (b: Buffer): boolean {
+  return b.length <= TEXT_LIMIT && !b.subarray(0, 8192).includes(0)
+}
+
+function modeOf (r: Resolved): number {
+  return (r.kind === 'upper' ? r.entry.mode : r.stat.mode) & 0o7777
+}
+
+function target (v: View, r: Resolved): string {
+  if (r.kind === 'upper') return (r.entry as any).target
+  if (!('nlink' in r.stat)) return (r.stat as any).target
+  return v.origin.readlink(r.originPath)
+}
+
+function countLines (a: string, b: string): { insertions: number, deletions: number } {
+  let insertions = 0
+  let deletions = 0
+  for (const part of diffLines(a, b)) {
+    if (part.added) insertions += part.count ?? 0
+    else if (part.removed) deletions += part.count ?? 0
+  }
+  return { insertions, deletions }
+}
+
+/** Describe how `to` differs from `from` at the touched paths. */
+export function describeChanges (from: View, to: View, touched: Iterable<string>, chunks: ChunkStore, opts: { patches?: boolean } = {}): Change[] {
+  const plan = planViews(from, to, touched)
+  const out = new Map<string, Change>()
+  const removedDirs = new Map<string, string>() // origin path of a removed directory -> its path
+
+  for (const op of plan.ops) {
+    if (op.op === 'remove' && op.type === 'd') {
+      const op2 = from.dirOriginPath(op.path)
+      if (op2 !== null) removedDirs.set(op2, op.path)
+    }
+  }
+  // A directory created with a redirect to the origin of a removed one is a move.
+  const moves: Array<{ from: string, to: string, origin: string }> = []
+  for (const op of plan.ops) {
+    if (op.op !== 'mkdir') continue
+    const e = to.entries.get(op.path)
+    if (e && e.t === 'd' && e.redirect !== undefined && removedDirs.has(e.redirect)) {
+      moves.push({ from: removedDirs.get(e.redirect)!, to: op.path, origin: e.redirect })
+    }
+  }
+  const movedFrom = (p: string) => moves.find(m => isWithin(p, m.from))
+  const movedTo = (p: string) => moves.find(m => isWithin(p, m.to))
+
+  for (const m of moves) {
+    out.set(m.to, { path: m.to, change: 'moved', kind: 'd', from: m.from, insertions: 0, deletions: 0, binary: false })
+    // What was under the old name and is gone from the new one was deleted in the move.
+    const walk = (q: string): void => {
+      for (const name of from.readdir(q)) {
+        const child = q === '/' ? '/' + name : q + '/' + name
+        const before = from.resolve(child)
+        if (!before) continue
+        if (!to.resolve(rebase(child, m.from, m.to))) {
+          const c = describeOne(from, to, child, before, null, chunks, opts)
+          if (c) out.set(child, c)
+        } else if (resolvedType(before) === 'd') walk(child)
+      }
+    }
+    walk(m.from)
+  }
+
+  for (const op of plan.ops) {
+    const p = op.path
+    if (out.has(p) && out.get(p)!.change === 'moved') continue
+    const mf = movedFrom(p)
+    if (mf && op.op === 'remove') continue
+    const mt = movedTo(p)
+    const before = mt ? from.resolve(rebase(p, mt.to, mt.from)) : from.resolve(p)
+    const after = to.resolve(p)
+    if (mt && before && after && resolvedType(before) === resolvedType(after)) {
+      // Inside a moved directory: report only what differs from the old location.
+      if (after.kind === 'origin' && before.kind === 'origin' && after.originPath === before.originPath) continue
+    }
+    const prev = out.get(p)
+    if (prev && prev.change !== 'deleted') continue
+    const c = describeOne(from, to, p, before, after, chunks, opts)
+    if (c) out.set(p, c)
+    // A removed directory takes everything below it: list each path (an agent host shows
+    // every file a rewind would delete).
+    if (op.op === 'remove' && op.type === 'd') listBelow(from, p, (q, r) => {
+      if (!to.resolve(q) || resolvedType(to.resolve(q)!) !== resolvedType(r)) {
+        const d = describeOne(from, to, q, r, null, chunks, opts)
+        if (d && !out.has(q)) out.set(q, d)
+      }
+    })
+  }
+  return [...out.values()].sort((a, b) => a.path < b.path ? -1 : a.path > b.path ? 1 : 0)
+}
+
+function listBelow (v: View, dir: string, fn: (p: string, r: Resolved) => void): void {
+  for (const name of v.readdir(dir)) {
+    const q = dir === '/' ? '/' + name : dir + '/' + name
+    const r = v.resolve(q)
+    if (!r) continue
+    fn(q, r)
+    if (resolvedType(r) === 'd') listBelow(v, q, fn)
+  }
+}
+
+function describeOne (from: View, to: View, p: string, before: Resolved | null, after: Resolved | null, chunks: ChunkStore, opts: { patches?: boolean }): Change | null {
+  if (!before && !after) return null
+  const base = { path: p, insertions: 0, deletions: 0, binary: false }
+  if (!after) {
+    const kind = resolvedType(before!)
+    const c: Change = { ...base, change: 'deleted', kind }
+    if (kind === 'f') addText(c, readAll(from, before!, chunks), Buffer.alloc(0), p, opts)
+    if (kind === 'l') c.oldTarget = target(from, before!)
+    return c
+  }
+  const kind = resolvedType(after)
+  if (!before) {
+    const c: Change = { ...base, change: 'added', kind, newMode: modeOf(after) }
+    if (kind === 'f') addText(c, Buffer.alloc(0), readAll(to, after, chunks), p, opts)
+    if (kind === 'l') c.newTarget = target(to, after)
+    return c
+  }
+  const oldKind = resolvedType(before)
+  if (oldKind !== kind) {
+    const c: Change = { ...base, change: 'type', kind }
+    if (kind === 'f') addText(c, oldKind === 'f' ? readAll(from, before, chunks) : Buffer.alloc(0), readAll(to, after, chunks), p, opts)
+    return c
+  }
+  if (kind === 'l') {
+    const a = target(from, before)
+    const b = target(to, after)
+    if (a !== b) return { ...base, change: 'symlink', kind, oldTarget: a, newTarget: b }
+    return { ...base, change: 'owner', kind }
+  }
+  const c: Change = { ...base, change: 'modified', kind, oldMode: modeOf(before), newMode: modeOf(after) }
+  if (kind === 'f') {
+    const a = readAll(from, before, chunks)
+    const b = readAll(to, after, chunks)
+    c.oldSize = a.length
+    c.newSize = b.length
+    if (!a.equals(b)) {
+      addText(c, a, b, p, opts)
+      return c
+    }
+  }
+  if (c.oldMode !== c.newMode) return { ...c, change: 'mode' }
+  if (kind === 'd') return null
+  return { ...c, change: 'owner' }
+}
+
+function addText (c: Change, a: Buffer, b: Buffer, p: string, opts: { patches?: boolean }): void {
+  c.oldSize = a.length
+  c.newSize = b.length
+  if (!isText(a) || !isText(b)) {
+    c.binary = true
+    return
+  }
+  const sa = a.toString('utf8')
+  const sb = b.toString('utf8')
+  Object.assign(c, countLines(sa, sb))
+  if (opts.patches) c.patch = createTwoFilesPatch('a' + p, 'b' + p, sa, sb, '', '', { context: 3 })
+}
+
+export function totals (changes: Change[]): { insertions: number, deletions: number } {
+  let insertions = 0
+  let deletions = 0
+  for (const c of changes) {
+    insertions += c.insertions
+    deletions += c.deletions
+  }
+  return { insertions, deletions }
+}
+
+/** Size helper for summaries. */
+export function sizeOfResolved (r: Resolved): number {
+  return sizeOf(r)
+}

@@ -1,0 +1,73 @@
+// Read-only questions about a history: what a turn (or a range) changed, and what a rewind
+// would change — answered with the same planner that the real run uses, so a dry run says
+// exactly what the rewind then does.
+import { CpfsError, isCpfsError } from '../errors.js'
+import type { Session } from '../session/session.js'
+import { describeChanges, totals, type Change } from './changes.js'
+import { planViews, touchedPaths } from './planner.js'
+import { findDrift, layersOf, realToStack, viewOf } from './run.js'
+
+export interface RewindPreview {
+  canRewind: boolean
+  error?: string
+  filesChanged: string[]
+  insertions: number
+  deletions: number
+  changes: Change[]
+  drift: string[]
+}
+
+/** Parse "T", "A..B" or nothing (the head turn) into an inclusive range of turns. */
+export function parseRange (session: Session, spec: string | undefined): { a: number, b: number } {
+  if (spec === undefined || spec === '') return { a: session.head, b: session.head }
+  const m = /^(.*)\.\.(.*)$/.exec(spec)
+  if (!m) {
+    const t = session.resolveTurn(spec)
+    return { a: t, b: t }
+  }
+  const a = m[1] === '' ? 1 : session.resolveTurn(m[1])
+  const b = m[2] === '' ? session.head : session.resolveTurn(m[2])
+  if (a > b) throw new CpfsError('BAD_RANGE', `turn range ${spec} is backwards`, 'write the older turn first, e.g. 2..5')
+  return { a, b }
+}
+
+/** What turns a..b changed: from the view at the start of a to the view at the end of b. */
+export async function diffTurns (session: Session, spec: string | undefined, opts: { patches?: boolean } = {}): Promise<{ a: number, b: number, changes: Change[] }> {
+  await session.flushAll(false)
+  const { a, b } = parseRange(session, spec)
+  const stack = session.meta.stack
+  const from = await viewOf(session, stack.slice(0, a - 1))
+  const to = await viewOf(session, stack.slice(0, b))
+  const touched = touchedPaths(await layersOf(session, stack.slice(a - 1, b)), [])
+  return { a, b, changes: describeChanges(from, to, touched, session.chunks, opts) }
+}
+
+/** What `rewind spec` would change; never throws for a turn that does not exist. */
+export async function previewRewind (session: Session, spec: string, mounted: boolean): Promise<RewindPreview> {
+  const empty = { filesChanged: [], insertions: 0, deletions: 0, changes: [], drift: [] }
+  let t: number
+  try {
+    t = session.resolveTurn(spec)
+  } catch (err) {
+    if (isCpfsError(err)) return { canRewind: false, error: err.message, ...empty }
+    throw err
+  }
+  await session.flushAll(false)
+  const stack = session.meta.stack
+  const targetStack = stack.slice(0, t - 1)
+  let changes: Change[]
+  let drift: string[] = []
+  if (mounted) {
+    const from = await viewOf(session, stack)
+    const to = await viewOf(session, targetStack)
+    changes = describeChanges(from, to, touchedPaths(await layersOf(session, stack.slice(t - 1)), []), session.chunks)
+  } else {
+    const { expected, target, touched } = await realToStack(session, targetStack)
+    changes = describeChanges(expected, target, touched, session.chunks)
+    drift = findDrift(session, expected, planViews(expected, target, touched).ops)
+  }
+  const { insertions, deletions } = totals(changes)
+  const out: RewindPreview = { canRewind: drift.length === 0, filesChanged: changes.map(c => c.path.slice(1)), insertions, deletions, changes, drift }
+  if (drift.length) out.error = `the real directory changed outside cpfs: ${drift.slice(0, 5).join(', ')} (use --force to replace)`
+  return out
+}
