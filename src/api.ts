@@ -3,14 +3,15 @@
 // the workspace is mounted, or opens the store itself when it is not.
 import { spawn } from 'node:child_process'
 import * as fs from 'node:fs'
-import { dirname, join } from 'node:path'
+import { dirname, isAbsolute, join, relative, resolve as resolvePath } from 'node:path'
+import { normaliseUserPath } from './overlay/paths.js'
 import { fileURLToPath } from 'node:url'
 import { CpfsError } from './errors.js'
 import { call, ping } from './control/client.js'
 import type { ReadyInfo } from './daemon/daemon.js'
 import { runDaemon } from './daemon/daemon.js'
 import { loadFuse, unmountPath } from './fuse/mount.js'
-import { applyStack, recover, type PlanSummary } from './plans/run.js'
+import { applyStack, recover, runPlan, viewOf, type PlanSummary } from './plans/run.js'
 import { diffTurns, previewRewind, type RewindPreview } from './plans/preview.js'
 import type { Change } from './plans/changes.js'
 import { Session, type TurnInfo } from './session/session.js'
@@ -169,6 +170,42 @@ export async function rewind (turnSpec: string | number, opts: Target & { force?
     const summary = await applyStack(s, { force: opts.force, stack: s.meta.stack.slice(0, t - 1) })
     const r = await s.rewind(t)
     return { ...r, mounted: false, summary }
+  })
+}
+
+export interface RestoreResult {
+  turn: number
+  paths: string[]
+  mounted: boolean
+  summary?: PlanSummary
+}
+
+/** Workspace-relative, normalised paths; `paths` may be absolute (inside the workspace) or relative to it. */
+function workspacePaths (workspace: string, paths: string[]): string[] {
+  return paths.map(p => {
+    const rel = isAbsolute(p) ? relative(workspace, resolvePath(p)) : p
+    const n = normaliseUserPath(rel)
+    if (n === null || rel.startsWith('..') || isAbsolute(rel)) throw new CpfsError('PATH_OUTSIDE', `${p} is outside the workspace ${workspace}`, 'give paths inside the workspace')
+    return n
+  })
+}
+
+/**
+ * Restore files or directories to their state at the start of TURN. Mounted: a new change
+ * in the head turn. Not mounted: the same change, applied through a verified plan.
+ */
+export async function restore (turnSpec: string | number, paths: string[], opts: Target & { force?: boolean } = {}): Promise<RestoreResult> {
+  const loc = where(opts)
+  if (paths.length === 0) throw new CpfsError('USAGE', 'no path to restore', 'name at least one file or directory')
+  const rel = workspacePaths(loc.workspace, paths)
+  if (await daemonUp(loc)) return { ...await call(loc.socket, { cmd: 'restore', args: { turn: String(turnSpec), paths: rel } }) as any, mounted: true }
+  return await offline(loc, async (s) => {
+    const pending = s.pending()
+    if (pending > 0) throw new CpfsError('PENDING', `${pending} turn${pending === 1 ? ' is' : 's are'} not applied to the real directory yet`, `run cpfs unmount ${loc.workspace} (it applies them) or mount the workspace, then restore`)
+    const r = await s.prepareRestore(turnSpec, rel)
+    const summary = await runPlan(s, await viewOf(s, s.meta.applied), r.view, r.touched, { force: opts.force, targetStack: s.meta.stack })
+    await r.commit()
+    return { turn: r.turn, paths: rel, mounted: false, summary }
   })
 }
 

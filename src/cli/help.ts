@@ -8,6 +8,7 @@ Usage: cpfs <command> [options]
   log [DIR]              turns with time, message, id and what each changed
   diff [TURN|A..B] [DIR] what a turn (default: the head) or a range changed
   rewind TURN [DIR]      make the workspace what it was when TURN began
+  restore TURN PATH...   restore files or directories to their state at TURN
   undo [DIR]             drop everything since the last cpfs turn
   redo [DIR]             bring back what the last rewind or undo dropped
   status [DIR]           mounted or not, head, pending turns, store
@@ -63,6 +64,15 @@ Files open across a live rewind become stale (reads and writes fail with ESTALE)
 prints {"canRewind", "error"?, "filesChanged", "insertions", "deletions"} and exits 0.
 
 Example:  cpfs rewind 3 --dry-run && cpfs rewind 3`,
+  restore: `Usage: cpfs restore TURN PATH... [DIR] [--force] [--json]
+
+Restore files or directories (and everything below them) to their state at the start of
+TURN. Paths are relative to the current directory; the workspace is the one that holds
+them, or DIR when given last. Mounted: the restore is a new change in the head turn (undo
+takes it back). Not mounted: it is applied to the real directory through a drift-checked,
+verified plan. A path that did not exist at TURN is removed.
+
+Example:  cpfs restore 2 src/parser.ts docs/`,
   undo: `Usage: cpfs undo [DIR] [--force] [--json]
 
 Drop everything since the last cpfs turn (a rewind to the start of the head turn). When the

@@ -6,6 +6,8 @@ import { CpfsError, isCpfsError } from '../errors.js'
 import * as api from '../api.js'
 import { formatDiff, formatLog, formatPreview, formatStat, formatStatus, formatSummary } from './format.js'
 import { statSync } from 'node:fs'
+import { resolve } from 'node:path'
+import { findWorkspace, isRegistered } from '../store/locate.js'
 import { HELP, usage } from './help.js'
 
 type Flags = Record<string, string | boolean | undefined>
@@ -14,7 +16,7 @@ interface Command {
   options: Record<string, { type: 'string' | 'boolean', short?: string }>
   /** Names of positional arguments, in order; a trailing '?' marks an optional one. */
   args: string[]
-  run: (pos: Record<string, string | undefined>, f: Flags) => Promise<number>
+  run: (pos: Record<string, string | undefined>, f: Flags, rest: string[]) => Promise<number>
 }
 
 const dirStore = { store: { type: 'string' as const } }
@@ -114,6 +116,22 @@ const commands: Record<string, Command> = {
       return 0
     }
   },
+  restore: {
+    options: { ...dirStore, force: { type: 'boolean' }, ...json },
+    args: ['TURN', 'PATH...'],
+    run: async (pos, f, rest) => {
+      let paths = rest.map(p => resolve(p))
+      let dir: string | undefined
+      // A trailing registered workspace is DIR; otherwise the workspace holding the paths.
+      if (paths.length >= 2 && isRegistered(paths[paths.length - 1])) dir = paths.pop()
+      dir ??= findWorkspace(paths[0]) ?? undefined
+      if (!dir) throw new CpfsError('NO_HISTORY', `${rest[0]} is not inside a workspace with cpfs history`, 'run it inside a mounted workspace, or name the workspace as the last argument')
+      const r = await api.restore(pos.TURN!, paths, { dir, store: f.store as string | undefined, force: Boolean(f.force) })
+      if (f.json) out(JSON.stringify(r))
+      else out(`restored ${r.paths.map(p => p.slice(1) || '.').join(', ')} to the start of turn ${r.turn}${r.summary ? '; ' + formatSummary(r.summary) : ' (as a change in the head turn)'}`)
+      return 0
+    }
+  },
   undo: {
     options: { ...dirStore, force: { type: 'boolean' }, ...json },
     args: ['DIR?'],
@@ -183,11 +201,15 @@ async function main (argv: string[]): Promise<number> {
   if (parsed.positionals.length < required.length) {
     throw new CpfsError('USAGE', `missing ${required[parsed.positionals.length]}`, `usage: cpfs ${name} ${cmd.args.map(a => a.endsWith('?') ? `[${a.slice(0, -1)}]` : a).join(' ')}`)
   }
-  if (parsed.positionals.length > cmd.args.length) {
+  const variadic = cmd.args.at(-1)?.endsWith('...')
+  if (variadic && parsed.positionals.length < cmd.args.length) {
+    throw new CpfsError('USAGE', `missing ${cmd.args.at(-1)!.slice(0, -3)}`, `see cpfs ${name} --help`)
+  }
+  if (!variadic && parsed.positionals.length > cmd.args.length) {
     throw new CpfsError('USAGE', `unexpected argument "${parsed.positionals[cmd.args.length]}"`, `see cpfs ${name} --help`)
   }
-  cmd.args.forEach((a, i) => { pos[a.replace('?', '')] = parsed.positionals[i] })
-  return await cmd.run(pos, parsed.values as Flags)
+  cmd.args.forEach((a, i) => { if (!a.endsWith('...')) pos[a.replace('?', '')] = parsed.positionals[i] })
+  return await cmd.run(pos, parsed.values as Flags, variadic ? parsed.positionals.slice(cmd.args.length - 1) : [])
 }
 
 main(process.argv.slice(2)).then(

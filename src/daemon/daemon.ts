@@ -98,6 +98,7 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
       case 'rewind': return await session.rewind(a.turn as string)
       case 'undo': return await session.undo()
       case 'redo': return await session.redo()
+      case 'restore': return await session.restore(String(a.turn), a.paths as string[])
       case 'diff': return await diffTurns(session, a.spec as string | undefined, { patches: Boolean(a.patches) })
       case 'preview-rewind': return await previewRewind(session, String(a.turn), true)
       case 'unmount': return await shutdown(!a.discard, Boolean(a.force))

@@ -626,6 +626,66 @@ export class Overlay {
     this.hooks.onChange(p)
   }
 
+  /**
+   * Make path p (and everything below it) what it is in another view of the same origin —
+   * `cpfs restore`. Entries are copied, never file data: restored files point at the same
+   * chunks and origin ranges, and a restored directory redirects to its origin children.
+   * Missing parent directories are recreated from the source view.
+   */
+  restore (p: string, src: View): void {
+    const r = src.resolve(p)
+    this.touched()
+    if (r && p !== '/') {
+      const parents = []
+      for (let a = parentOf(p); a !== '/'; a = parentOf(a)) parents.unshift(a)
+      for (const a of parents) {
+        const live = this.view.resolve(a)
+        if (live && resolvedType(live) === 'd') continue
+        const ra = src.resolve(a)
+        if (!ra || resolvedType(ra) !== 'd') throw fsError('ENOTDIR', a, 'the parent is not a directory in the turn restored from')
+        if (live) this.removePath(a, false)
+        const d: DirEntry = { t: 'd', ...this.newMeta(this.attrOf(ra).mode & 0o7777), opaque: 1, fresh: 1 }
+        if (!this.needsWhiteout(a)) d.n = 1
+        this.setHead(a, d)
+      }
+    }
+    const cur = this.view.resolve(p)
+    if (cur) {
+      for (const [q] of [...this.nodes]) if (isWithin(q, p)) this.detachNode(q)
+      if (p === '/') this.dropBelow(p)
+      else this.removePath(p, resolvedType(cur) === 'd')
+    }
+    if (!r) return
+    const n = (q: string) => this.needsWhiteout(q) ? undefined : 1 as const
+    if (resolvedType(r) !== 'd') {
+      const e = r.kind === 'upper' ? cloneEntry(r.entry) : this.fromOrigin(r)
+      e.ctime = Date.now()
+      const nn = n(p)
+      if (nn) e.n = nn
+      else delete e.n
+      this.setHead(p, e)
+      return
+    }
+    const attrs = this.attrOf(r)
+    const dir: DirEntry = { t: 'd', mode: attrs.mode & 0o7777, uid: attrs.uid, gid: attrs.gid, atime: attrs.atime, mtime: attrs.mtime, ctime: Date.now(), ino: attrs.ino, opaque: 1, fresh: 1 }
+    const originDir = src.dirOriginPath(p)
+    if (originDir !== null && this.origin.stat(originDir)?.t === 'd') dir.redirect = originDir
+    const nn = n(p)
+    if (nn) dir.n = nn
+    this.setHead(p, dir)
+    for (const [q, e] of src.subtree(p)) {
+      const needed = this.needsWhiteout(q)
+      if (e.t === 'w') {
+        if (needed) this.setHead(q, { t: 'w' })
+        continue
+      }
+      const c = cloneEntry(e)
+      if (needed) delete c.n
+      else c.n = 1
+      this.setHead(q, c)
+    }
+  }
+
   /** Every open node with unflushed data or an upper entry (for turn and fsync). */
   openNodes (): FileNode[] {
     return [...this.nodes.values()]

@@ -176,7 +176,9 @@ function describeOne (from: View, to: View, p: string, before: Resolved | null, 
     const a = target(from, before)
     const b = target(to, after)
     if (a !== b) return { ...base, change: 'symlink', kind, oldTarget: a, newTarget: b }
-    return { ...base, change: 'owner', kind }
+    const ob = before.kind === 'upper' ? before.entry : before.stat
+    const oa = after.kind === 'upper' ? after.entry : after.stat
+    return ob.uid === oa.uid && ob.gid === oa.gid ? null : { ...base, change: 'owner', kind }
   }
   const c: Change = { ...base, change: 'modified', kind, oldMode: modeOf(before), newMode: modeOf(after) }
   if (kind === 'f') {
@@ -190,7 +192,9 @@ function describeOne (from: View, to: View, p: string, before: Resolved | null, 
     }
   }
   if (c.oldMode !== c.newMode) return { ...c, change: 'mode' }
-  if (kind === 'd') return null
+  const ob = before.kind === 'upper' ? before.entry : before.stat
+  const oa = after.kind === 'upper' ? after.entry : after.stat
+  if (kind === 'd' || (ob.uid === oa.uid && ob.gid === oa.gid)) return null
   return { ...c, change: 'owner' }
 }
 

@@ -97,3 +97,28 @@ export function isMounted (dir: string): boolean {
   }
   return false
 }
+
+/** The registered workspace that contains `p` (an absolute path that may not exist). */
+export function findWorkspace (p: string): string | null {
+  let cur = resolve(p)
+  for (;;) {
+    try {
+      const st = fs.statSync(cur)
+      if (st.isDirectory()) {
+        const loc = locate(cur)
+        if (fs.existsSync(join(loc.dir, 'workspace.json'))) return loc.workspace
+      }
+    } catch {}
+    const up = resolve(cur, '..')
+    if (up === cur) return null
+    cur = up
+  }
+}
+
+export function isRegistered (dir: string): boolean {
+  try {
+    return fs.existsSync(join(locate(dir).dir, 'workspace.json'))
+  } catch {
+    return false
+  }
+}
