@@ -16,6 +16,7 @@ import { diffTurns, previewRewind, type RewindPreview } from './plans/preview.js
 import type { Change } from './plans/changes.js'
 import { Session, type TurnInfo } from './session/session.js'
 import { checkStoreOutside, isMounted, locate, register, type Location } from './store/locate.js'
+import { checkDest, forkView } from './plans/fork.js'
 
 export interface Target {
   /** The workspace directory (default: the current directory). */
@@ -207,6 +208,45 @@ export async function restore (turnSpec: string | number, paths: string[], opts:
     await r.commit()
     return { turn: r.turn, paths: rel, mounted: false, summary }
   })
+}
+
+export interface ForkResult {
+  turn: number
+  dest: string
+  summary: PlanSummary
+}
+
+/**
+ * Write the view at the start of TURN into the new (or empty) directory DEST, verified, and
+ * give DEST its own history (turn 1 = that view). The source and its history are untouched.
+ */
+export async function fork (turnSpec: string | number, dest: string, opts: Target = {}): Promise<ForkResult> {
+  const loc = where(opts)
+  const destAbs = resolvePath(dest)
+  checkDest(destAbs, loc.workspace)
+  const existing = fs.existsSync(destAbs) ? locate(destAbs) : null
+  if (existing && fs.existsSync(join(existing.dir, 'workspace.json'))) {
+    throw new CpfsError('FORK_DEST', `${destAbs} already has cpfs history from an earlier directory at that path`, `remove ${existing.dir} or fork elsewhere`)
+  }
+  const r = await viaDaemonOr(loc, 'fork', { turn: String(turnSpec), dest: destAbs }, async (s) => {
+    const t = s.resolveTurn(turnSpec)
+    return { turn: t, ...await forkView(s, t, destAbs) }
+  })
+  // DEST's own history: turn 1 is the forked view, nothing pending.
+  const dloc = locate(r.dest)
+  if (fs.existsSync(join(dloc.dir, 'workspace.json'))) {
+    throw new CpfsError('FORK_DEST', `${r.dest} already has cpfs history from an earlier directory at that path`, `remove ${dloc.dir}; the files were written`)
+  }
+  register(dloc)
+  const fd = fs.openSync(r.dest, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY)
+  try {
+    const s = await Session.open({ storePath: dloc.store, workspace: dloc.workspace, dirFd: fd, create: true })
+    await s.labelTurn(1, `forked from ${loc.workspace} at turn ${r.turn}`)
+    await s.close()
+  } finally {
+    fs.closeSync(fd)
+  }
+  return r
 }
 
 /** What `rewind` would do, without doing it (an agent host's confirmation dialog). */

@@ -9,6 +9,7 @@ Usage: cpfs <command> [options]
   diff [TURN|A..B] [DIR] what a turn (default: the head) or a range changed
   rewind TURN [DIR]      make the workspace what it was when TURN began
   restore TURN PATH...   restore files or directories to their state at TURN
+  fork TURN DEST [DIR]   write the view at TURN into a new directory with its own history
   undo [DIR]             drop everything since the last cpfs turn
   redo [DIR]             bring back what the last rewind or undo dropped
   status [DIR]           mounted or not, head, pending turns, store
@@ -73,6 +74,14 @@ takes it back). Not mounted: it is applied to the real directory through a drift
 verified plan. A path that did not exist at TURN is removed.
 
 Example:  cpfs restore 2 src/parser.ts docs/`,
+  fork: `Usage: cpfs fork TURN DEST [DIR] [--json]
+
+Write the workspace as it was at the start of TURN into DEST (a new or empty directory
+outside the workspace), verified byte for byte, and give DEST its own cpfs history starting
+there. The workspace and its history are untouched: try another direction without losing
+the current one.
+
+Example:  cpfs fork 3 ../app-attempt-2 && cpfs mount ../app-attempt-2`,
   undo: `Usage: cpfs undo [DIR] [--force] [--json]
 
 Drop everything since the last cpfs turn (a rewind to the start of the head turn). When the

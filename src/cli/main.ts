@@ -132,6 +132,16 @@ const commands: Record<string, Command> = {
       return 0
     }
   },
+  fork: {
+    options: { ...dirStore, ...json },
+    args: ['TURN', 'DEST', 'DIR?'],
+    run: async (pos, f) => {
+      const r = await api.fork(pos.TURN!, pos.DEST!, target(pos, f))
+      if (f.json) out(JSON.stringify(r))
+      else out(`forked turn ${r.turn} into ${r.dest} (its own history starts there); ${formatSummary(r.summary)}`)
+      return 0
+    }
+  },
   undo: {
     options: { ...dirStore, force: { type: 'boolean' }, ...json },
     args: ['DIR?'],

@@ -12,6 +12,7 @@ import { makeOps, type OpStats } from '../fuse/ops.js'
 import { mountFuse, unmountPath, loadFuse } from '../fuse/mount.js'
 import { applyStack, recover } from '../plans/run.js'
 import { diffTurns, previewRewind } from '../plans/preview.js'
+import { forkView } from '../plans/fork.js'
 import { Session } from '../session/session.js'
 import { isMounted, type Location } from '../store/locate.js'
 
@@ -98,6 +99,11 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
       case 'rewind': return await session.rewind(a.turn as string)
       case 'undo': return await session.undo()
       case 'redo': return await session.redo()
+      case 'fork': {
+        const t = session.resolveTurn(String(a.turn))
+        await session.flushAll(false)
+        return { turn: t, ...await forkView(session, t, String(a.dest)) }
+      }
       case 'restore': return await session.restore(String(a.turn), a.paths as string[])
       case 'diff': return await diffTurns(session, a.spec as string | undefined, { patches: Boolean(a.patches) })
       case 'preview-rewind': return await previewRewind(session, String(a.turn), true)

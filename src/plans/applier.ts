@@ -19,6 +19,8 @@ export interface ApplyResult {
 
 export interface ApplyOptions {
   planId: string
+  /** Where a write op without chunk hashes gets its bytes (fork reads another view). */
+  readContent?: (op: Extract<PlanOp, { op: 'write' }>) => (buf: Buffer, off: number, len: number, pos: number) => number
   /** Called after each operation (progress, and the crash-injection hook of the tests). */
   onOp?: (index: number, op: PlanOp) => void
 }
@@ -85,6 +87,18 @@ export function applyOps (origin: Origin, chunks: ChunkStore, ops: PlanOp[], opt
         const fd = fs.openSync(tmp, fs.constants.O_RDWR | fs.constants.O_CREAT | fs.constants.O_TRUNC | fs.constants.O_NOFOLLOW, 0o600)
         try {
           let pos = 0
+          if (!op.chunks && opts.readContent) {
+            const read = opts.readContent(op)
+            const buf = Buffer.alloc(CHUNK_SIZE)
+            for (; pos < op.size; pos += CHUNK_SIZE) {
+              const n = Math.min(CHUNK_SIZE, op.size - pos)
+              buf.fill(0)
+              read(buf, 0, n, pos)
+              let off = 0
+              while (off < n) off += fs.writeSync(fd, buf, off, n - off, pos + off)
+              bytesWritten += n
+            }
+          }
           for (const hex of op.chunks ?? []) {
             const data = chunks.get(Buffer.from(hex, 'hex'))
             let off = 0

@@ -83,7 +83,7 @@ function deepDir (v: View, p: string): boolean {
   return e !== undefined && e.t === 'd' && (e.opaque === 1 || e.redirect !== undefined)
 }
 
-export function planViews (expected: View, target: View, touched: Iterable<string>): Plan {
+export function planViews (expected: View, target: View, touched: Iterable<string>, opts: { full?: boolean } = {}): Plan {
   const ops: PlanOp[] = []
   // Directory modes and times are set last: writing children would move the times again.
   const dirModes: Array<{ path: string, mode: number, atime?: number, mtime?: number, uid: number, gid: number }> = []
@@ -169,7 +169,7 @@ export function planViews (expected: View, target: View, touched: Iterable<strin
     for (const n of [...names].sort()) visit(join(p, n), childDeep)
   }
 
-  visit('/', false)
+  visit('/', Boolean(opts.full))
   dirModes.sort((a, b) => b.path.length - a.path.length)
   for (const d of dirModes) ops.push({ op: 'chmod', ...d })
   return { ops }

@@ -44,7 +44,7 @@ export interface RunOptions {
   targetStack: number[]
 }
 
-function chunkHexes (session: Session, content: Content, size: number): string[] {
+export function chunkHexes (session: Session, content: Content, size: number, store = true): string[] {
   const out: string[] = []
   const buf = Buffer.alloc(CHUNK_SIZE)
   const origin = session.origin
@@ -68,12 +68,12 @@ function chunkHexes (session: Session, content: Content, size: number): string[]
         origin.read(e.src, piece, 0, valid, idx * CHUNK_SIZE)
       }
     }
-    out.push(session.chunks.put(piece).toString('hex'))
+    out.push((store ? session.chunks.put(piece) : hashChunk(piece)).toString('hex'))
   }
   return out
 }
 
-function expectOf (session: Session, view: View, p: string, hexes: Map<string, string[]>): Expect {
+export function expectOf (session: Session, view: View, p: string, hexes: Map<string, string[]>, store = true): Expect {
   const r = view.resolve(p)
   if (!r) return { type: null }
   const type = resolvedType(r)
@@ -87,7 +87,7 @@ function expectOf (session: Session, view: View, p: string, hexes: Map<string, s
   }
   const size = r.kind === 'upper' ? (r.entry as FileEntry).size : (r.stat as any).size
   let chunks = hexes.get(p)
-  if (!chunks) chunks = chunkHexes(session, contentOf(r), size)
+  if (!chunks) chunks = chunkHexes(session, contentOf(r), size, store)
   return { type, mode, size, chunks, ...owner }
 }
 

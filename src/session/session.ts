@@ -356,6 +356,12 @@ export class Session {
     return { turn: t, view, touched, commit }
   }
 
+  async labelTurn (turn: number, message: string): Promise<void> {
+    const rec = this.store.turnRecord(this.meta.stack[turn - 1])
+    rec.message = message
+    await this.store.batch([{ type: 'put', key: turnKey(rec.layer), value: encode(rec) }], true)
+  }
+
   // ---- reporting ------------------------------------------------------------------------
 
   log (): TurnInfo[] {

@@ -1,0 +1,83 @@
+// Fork: write the view at the start of a turn into a new directory DEST, through the same
+// planner, applier and verifier as every other plan, and give DEST its own history. The
+// files are written into a hidden sibling directory and renamed to DEST only once verified,
+// so a crash never leaves a half-written DEST (a leftover sibling is removed next time).
+import * as fs from 'node:fs'
+import { basename, dirname, join, resolve } from 'node:path'
+import { CpfsError } from '../errors.js'
+import { Origin } from '../overlay/origin.js'
+import { View } from '../overlay/view.js'
+import type { Session } from '../session/session.js'
+import type { FileEntry } from '../store/entries.js'
+import { readChunks } from '../overlay/origin.js'
+import { applyOps } from './applier.js'
+import { planViews } from './planner.js'
+import { expectOf, viewOf, type PlanSummary } from './run.js'
+import { verifyPaths, type Expect } from './verifier.js'
+
+export interface ForkResult {
+  turn: number
+  dest: string
+  summary: PlanSummary
+}
+
+export function checkDest (dest: string, workspace: string): void {
+  if (dest === workspace || dest.startsWith(workspace + '/') || workspace.startsWith(dest + '/')) {
+    throw new CpfsError('FORK_DEST', `${dest} overlaps the workspace ${workspace}`, 'fork into a directory outside the workspace')
+  }
+  let st: fs.Stats | undefined
+  try {
+    st = fs.statSync(dest)
+  } catch {}
+  if (st && (!st.isDirectory() || fs.readdirSync(dest).length > 0)) {
+    throw new CpfsError('FORK_DEST', `${dest} exists and is not an empty directory`, 'name a new directory, or an empty one')
+  }
+  const parent = dirname(dest)
+  if (!fs.existsSync(parent)) throw new CpfsError('FORK_DEST', `${parent} does not exist`, 'create the parent directory first')
+}
+
+/** Write the view at the start of `turn` into the new directory `dest` (verified). */
+export async function forkView (session: Session, turn: number, destArg: string): Promise<{ dest: string, summary: PlanSummary }> {
+  const dest = resolve(destArg)
+  checkDest(dest, session.workspace)
+  const parent = dirname(dest)
+  const prefix = `.${basename(dest)}.cpfs-fork-`
+  for (const name of fs.readdirSync(parent)) {
+    if (name.startsWith(prefix)) fs.rmSync(join(parent, name), { recursive: true, force: true })
+  }
+  const tmp = join(parent, prefix + process.pid)
+  fs.mkdirSync(tmp, { mode: 0o700 })
+  const fd = fs.openSync(tmp, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY)
+  try {
+    const target = await viewOf(session, session.meta.stack.slice(0, turn - 1))
+    const destOrigin = new Origin(fd, new Map(), session.chunks)
+    const plan = planViews(new View(destOrigin), target, ['/'], { full: true })
+    const readContent = (op: { path: string }) => {
+      const r = target.resolve(op.path)!
+      if (r.kind === 'origin' && 'nlink' in r.stat) {
+        const from = r.originPath
+        return (b: Buffer, off: number, len: number, pos: number) => session.origin.read(from, b, off, len, pos)
+      }
+      const e = (r.kind === 'upper' ? r.entry : r.stat) as FileEntry
+      return (b: Buffer, off: number, len: number, pos: number) => readChunks(e.chunks, e.size, session.chunks, b, off, len, pos,
+        e.src === undefined ? null : (bb, o, l, p) => session.origin.read(e.src!, bb, o, l, p))
+    }
+    for (const op of plan.ops) if (op.op === 'write') delete op.content
+    const applied = applyOps(destOrigin, session.chunks, plan.ops, { planId: 'fork', readContent })
+    const expect = new Map<string, Expect>()
+    for (const op of plan.ops) expect.set(op.path, expectOf(session, target, op.path, new Map(), false))
+    const result = verifyPaths(destOrigin, expect)
+    if (result.mismatches.length) {
+      const shown = result.mismatches.slice(0, 5).map(m => `${m.path.slice(1)} (${m.why})`).join(', ')
+      throw new CpfsError('VERIFY_FAILED', `verification of the fork failed: ${shown}`, 'check the disk holding ' + parent)
+    }
+    if (fs.existsSync(dest)) fs.rmdirSync(dest)
+    fs.renameSync(tmp, dest)
+    return { dest, summary: { ops: applied.done, verified: result.verified, bytesWritten: applied.bytesWritten, changed: [] } }
+  } catch (err) {
+    fs.rmSync(tmp, { recursive: true, force: true })
+    throw err
+  } finally {
+    fs.closeSync(fd)
+  }
+}
