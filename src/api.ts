@@ -36,6 +36,8 @@ export interface StatusInfo {
   redo: number
   store: string
   storeBytes: number
+  /** Paths the last plan left alone because another process changed them meanwhile. */
+  skipped: string[]
 }
 
 function where (t: Target): Location {
@@ -303,13 +305,13 @@ export async function status (opts: Target = {}): Promise<StatusInfo> {
   const storeBytes = dirBytes(loc.store)
   if (await daemonUp(loc)) {
     const s = await call(loc.socket, { cmd: 'status' }) as any
-    return { workspace: loc.workspace, mounted: true, stale: false, pid: s.pid, head: s.head, turns: s.turns, pending: s.pending, redo: s.redo, store: loc.store, storeBytes }
+    return { workspace: loc.workspace, mounted: true, stale: false, pid: s.pid, head: s.head, turns: s.turns, pending: s.pending, redo: s.redo, store: loc.store, storeBytes, skipped: s.skipped }
   }
   const stale = loc.stale || isMounted(loc.workspace)
-  const empty: StatusInfo = { workspace: loc.workspace, mounted: false, stale, pid: null, head: null, turns: 0, pending: 0, redo: 0, store: loc.store, storeBytes }
+  const empty: StatusInfo = { workspace: loc.workspace, mounted: false, stale, pid: null, head: null, turns: 0, pending: 0, redo: 0, store: loc.store, storeBytes, skipped: [] }
   if (stale || !fs.existsSync(join(loc.store, 'db'))) return empty
   return await offline(loc, async (s) => {
     const st = s.status()
-    return { ...empty, head: st.head, turns: st.turns, pending: st.pending, redo: st.redo }
+    return { ...empty, head: st.head, turns: st.turns, pending: st.pending, redo: st.redo, skipped: st.skipped }
   })
 }

@@ -151,4 +151,21 @@ if (fuseAvailable(t)) {
     w.ok('rewind', '1', w.ws)
     t.equal(w.run('sha256sum big'), orig, 'offline rewind restores the original 120 MB file')
   })
+
+  t.test('a file another process changes while a plan runs is neither overwritten nor silently left', async t => {
+    const w = workspace(t, TREE, { env: { CPFS_TEST_EDIT_BEFORE_OP: '1' } })
+    w.ok('mount', w.ws)
+    w.run('echo agent-a > docs/d.md && echo agent-b > src/main.c && echo agent-c > src/lib/l.c')
+    w.ok('unmount', w.ws, '--discard')
+    // Plan order: docs/d.md, src/lib/l.c, src/main.c; the hook edits operation 1's path first.
+    const r = w.cpfs('unmount', w.ws)
+    t.equal(r.code, 1, 'the plan reports failure')
+    t.match(r.stderr, /^cpfs: another process changed src\/lib\/l.c while cpfs was applying; left as that process wrote it \(\d+ operations applied, \d+ paths verified\)/, 'naming the path')
+    t.equal(w.run('cat src/lib/l.c'), 'lib\nedited concurrently\n', 'the concurrent edit was not overwritten')
+    t.equal(w.run('cat docs/d.md src/main.c'), 'agent-a\nagent-b\n', 'the other paths were applied')
+    const st = JSON.parse(w.ok('status', w.ws, '--json'))
+    t.same(st.skipped, ['/src/lib/l.c'], 'status keeps the skipped path')
+    const again = w.cpfs('rewind', '1', w.ws)
+    t.match(again.stderr, /changed outside cpfs: .*src\/lib\/l.c/, 'the next plan sees it as drift')
+  })
 }

@@ -51,6 +51,7 @@ export function formatStatus (s: StatusInfo): string {
     ['redo', s.redo ? `${s.redo} step${s.redo === 1 ? '' : 's'} available` : 'none'],
     ['store', `${s.store} (${bytes(s.storeBytes)})`]
   ]
+  if (s.skipped.length) lines.push(['skipped', `the last plan left ${s.skipped.map(p => p.slice(1)).join(', ')} as another process wrote them`])
   return lines.map(([k, v]) => `${k.padEnd(10)} ${v}`).join('\n')
 }
 

@@ -5,7 +5,7 @@
 import * as fs from 'node:fs'
 import { spawnSync } from 'node:child_process'
 import type { Origin } from '../overlay/origin.js'
-import { ancestors, isSafePath, parentOf } from '../overlay/paths.js'
+import { ancestors, isSafePath, isWithin, parentOf } from '../overlay/paths.js'
 import { CpfsError } from '../errors.js'
 import type { ChunkStore } from '../store/chunks.js'
 import { CHUNK_SIZE } from '../store/entries.js'
@@ -15,6 +15,29 @@ import type { PlanOp } from './planner.js'
 export interface ApplyResult {
   done: number
   bytesWritten: number
+  /** Paths another process changed after the plan was checked: left as that process left them. */
+  skipped: string[]
+}
+
+/** What a path looked like when the plan was checked; compared right before it is replaced. */
+export interface Fingerprint {
+  type: 'f' | 'd' | 'l' | null
+  size: number
+  mtime: number
+  ctime: number
+  ino: number
+}
+
+export function fingerprint (origin: Origin, p: string): Fingerprint {
+  const st = lstatReal(origin, p)
+  return { type: st.type, size: st.size, mtime: st.mtime, ctime: st.ctime, ino: st.ino }
+}
+
+function samePrint (a: Fingerprint, b: Fingerprint): boolean {
+  // A directory's times move whenever the plan itself adds or removes children: compare
+  // what it is, not when it last changed.
+  if (a.type === 'd' && b.type === 'd') return a.ino === b.ino
+  return a.type === b.type && a.size === b.size && a.mtime === b.mtime && a.ctime === b.ctime && a.ino === b.ino
 }
 
 export interface ApplyOptions {
@@ -23,6 +46,10 @@ export interface ApplyOptions {
   readContent?: (op: Extract<PlanOp, { op: 'write' }>) => (buf: Buffer, off: number, len: number, pos: number) => number
   /** Called after each operation (progress, and the crash-injection hook of the tests). */
   onOp?: (index: number, op: PlanOp) => void
+  /** Called before each operation (the tests use it to edit a file concurrently). */
+  beforeOp?: (index: number, op: PlanOp) => void
+  /** Fingerprints taken when the plan was checked; absent when finishing after a crash. */
+  prints?: Map<string, Fingerprint>
 }
 
 function tmpName (origin: Origin, p: string, planId: string, index: number): string {
@@ -61,8 +88,20 @@ const canChown = process.getuid?.() === 0
 export function applyOps (origin: Origin, chunks: ChunkStore, ops: PlanOp[], opts: ApplyOptions): ApplyResult {
   let bytesWritten = 0
   let done = 0
+  const skipped: string[] = []
+  const seen = new Set<string>()
   ops.forEach((op, index) => {
     const p = op.path
+    opts.beforeOp?.(index, op)
+    // Re-check a path right before the plan first touches it: if another process changed it
+    // since the plan was checked, leave it (and what the plan would put below it) alone.
+    if (skipped.some(q => isWithin(p, q))) return
+    const print = opts.prints?.get(p)
+    if (print && !seen.has(p) && !samePrint(print, fingerprint(origin, p))) {
+      skipped.push(p)
+      return
+    }
+    seen.add(p)
     if (!isSafePath(p)) throw new CpfsError('UNSAFE_PATH', `refusing to touch ${JSON.stringify(p)} outside the workspace`, 'the journal was tampered with')
     switch (op.op) {
       case 'remove': {
@@ -156,7 +195,7 @@ export function applyOps (origin: Origin, chunks: ChunkStore, ops: PlanOp[], opt
   })
   // Make the new files durable before the journal is retired (syncfs of the workspace's fs).
   spawnSync('sync', ['-f', origin.realPath('/')], { stdio: 'ignore' })
-  return { done, bytesWritten }
+  return { done, bytesWritten, skipped }
 }
 
 /** Remove temporary files a crashed plan may have left (recovery). */

@@ -19,7 +19,7 @@ import { hashChunk } from '../store/chunks.js'
 import { decode, encode } from '../store/codec.js'
 import { CHUNK_SIZE, chunkCount, type Entry, type FileEntry } from '../store/entries.js'
 import { JOURNAL_KEY, type BatchOp } from '../store/keys.js'
-import { applyOps, cleanTemps } from './applier.js'
+import { applyOps, cleanTemps, fingerprint, type Fingerprint } from './applier.js'
 import { planViews, touchedPaths, type Content, type PlanOp } from './planner.js'
 import { hashReal, lstatReal, type RealState } from './real.js'
 import { verifyPaths, type Expect } from './verifier.js'
@@ -30,7 +30,12 @@ export interface PlanSummary {
   bytesWritten: number
   changed: string[]
   recovered?: boolean
+  /** Paths another process changed while the plan ran, left as they were. */
+  skipped?: string[]
 }
+
+/** Store key of the paths the last plan skipped (shown by cpfs status). */
+export const SKIPPED_KEY = 'k'
 
 interface Journal {
   id: string
@@ -218,35 +223,77 @@ export async function runPlan (session: Session, expected: View, target: View, t
   session.chunks.drain(batch)
   batch.push({ type: 'put', key: JOURNAL_KEY, value: encode(journal) })
   await session.store.batch(batch, true)
-
-  return await finish(session, journal, false)
+  // Fingerprints last, after the captures read every file: the re-check compares with these.
+  const prints = new Map<string, Fingerprint>()
+  for (const op of ops) if (!prints.has(op.path)) prints.set(op.path, fingerprint(origin, op.path))
+  return await finish(session, journal, false, prints)
 }
 
-async function finish (session: Session, j: Journal, recovered: boolean): Promise<PlanSummary> {
+function progress (total: number, bytes: number): ((i: number) => void) | undefined {
+  if (!process.stderr.isTTY || process.env.CPFS_QUIET || (total < 1000 && bytes < 100 * 1024 * 1024)) return undefined
+  let last = 0
+  return (i: number) => {
+    const now = Date.now()
+    if (now - last < 100 && i + 1 < total) return
+    last = now
+    process.stderr.write(`\rcpfs: applying ${i + 1}/${total} operations${i + 1 === total ? '\n' : ''}`)
+  }
+}
+
+function testEditHook (origin: Session['origin']): ((index: number, op: PlanOp) => void) | undefined {
+  // Test hook: another process edits the path of operation N just before the plan reaches it.
+  const at = process.env.CPFS_TEST_EDIT_BEFORE_OP
+  if (at === undefined) return undefined
+  return (index, op) => {
+    if (index === Number(at)) fs.appendFileSync(origin.realPath(op.path), 'edited concurrently\n')
+  }
+}
+
+async function finish (session: Session, j: Journal, recovered: boolean, prints?: Map<string, Fingerprint>): Promise<PlanSummary> {
   const origin = session.origin
   if (recovered) cleanTemps(origin, j.ops, j.id)
   let applied
+  const bytes = j.ops.reduce((n, op) => n + (op.op === 'write' ? op.size : 0), 0)
+  const tick = progress(j.ops.length, bytes)
   try {
-    applied = applyOps(origin, session.chunks, j.ops, { planId: j.id, onOp: recovered ? undefined : crashHook })
+    applied = applyOps(origin, session.chunks, j.ops, {
+      planId: j.id,
+      prints,
+      beforeOp: recovered ? undefined : testEditHook(origin),
+      onOp: (i) => { tick?.(i); if (!recovered) crashHook(i) }
+    })
   } catch (err: any) {
     if (err instanceof CpfsError) throw err
     throw new CpfsError('APPLY_FAILED', `cannot finish writing the real directory: ${err?.message ?? err}`, 'fix the cause (space, permissions), then run any cpfs command on the workspace to finish the journaled plan')
   }
-  const result = verifyPaths(origin, new Map(j.expect))
+  const skipped = applied.skipped
+  const expect = new Map(j.expect.filter(([p]) => !skipped.some(q => p === q || p.startsWith(q + '/'))))
+  const result = verifyPaths(origin, expect)
   if (result.mismatches.length) {
     await session.store.batch([{ type: 'del', key: JOURNAL_KEY }], true)
     const shown = result.mismatches.slice(0, 5).map(m => `${m.path.slice(1) || '.'} (${m.why})`).join(', ')
     throw new CpfsError('VERIFY_FAILED', `verification failed after applying: ${shown}`, 'the store still holds every version; check the disk, then run the command again')
   }
+  // Skipped paths keep the other process's version: for the store they are drift now, which
+  // the next plan that touches them reports (and --force replaces).
   session.meta.applied = j.targetStack.slice()
-  await session.store.batch([session.store.metaOp(), { type: 'del', key: JOURNAL_KEY }], true)
-  return {
+  await session.store.batch([
+    session.store.metaOp(),
+    { type: 'del', key: JOURNAL_KEY },
+    skipped.length ? { type: 'put', key: SKIPPED_KEY, value: encode(skipped) } : { type: 'del', key: SKIPPED_KEY }
+  ], true)
+  const summary: PlanSummary = {
     ops: applied.done,
     verified: result.verified,
     bytesWritten: applied.bytesWritten,
     changed: [...new Set(j.ops.map(o => o.path))],
     recovered
   }
+  if (skipped.length) {
+    const shown = skipped.slice(0, 5).map(p => p.slice(1) || '.').join(', ') + (skipped.length > 5 ? ` and ${skipped.length - 5} more` : '')
+    throw new CpfsError('SKIPPED', `another process changed ${shown} while cpfs was applying; left as that process wrote ${skipped.length === 1 ? 'it' : 'them'} (${applied.done} operations applied, ${result.verified} paths verified)`, 'check those paths; cpfs restore or a --force rewind replaces them')
+  }
+  return summary
 }
 
 /** Finish a plan that a crash interrupted; null when there was none. */

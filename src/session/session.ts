@@ -14,7 +14,7 @@ import { Origin } from '../overlay/origin.js'
 import { Overlay } from '../overlay/overlay.js'
 import { View } from '../overlay/view.js'
 import { ChunkStore } from '../store/chunks.js'
-import { encode } from '../store/codec.js'
+import { decode, encode } from '../store/codec.js'
 import { CHUNK_SIZE, type Entry } from '../store/entries.js'
 import { entryKey, turnKey, type BatchOp } from '../store/keys.js'
 import { Store, type TurnRecord } from '../store/store.js'
@@ -40,6 +40,8 @@ export interface SessionStatus {
   pending: number
   redo: number
   headChanges: number
+  /** Paths the last plan left alone because another process changed them meanwhile. */
+  skipped: string[]
 }
 
 const PERSIST_DELAY_MS = 20
@@ -416,7 +418,8 @@ export class Session {
       turns: this.meta.stack.length,
       pending: this.pending(),
       redo: this.meta.redo.length,
-      headChanges: this.overlay.head.size
+      headChanges: this.overlay.head.size,
+      skipped: (() => { const raw = this.store.getSync('k'); return raw ? decode<string[]>(raw) : [] })()
     }
   }
 
