@@ -1,0 +1,123 @@
+#!/usr/bin/env node
+// The agent workload, side by side in one run on the same data: a plain directory (native),
+// a cpfs mount, fuse-overlayfs, and the kernel overlayfs. Prints seconds per step (median of
+// --runs) with ratios to native and to fuse-overlayfs. Run as root with /dev/fuse:
+//   npm run bench -- [--runs 3] [--only native,cpfs,fuse-overlayfs,overlayfs] [--big-mib 256]
+// The source tree is this project's own node_modules (a real npm tree), tarred once.
+import { spawnSync } from 'node:child_process'
+import * as fs from 'node:fs'
+import { tmpdir } from 'node:os'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..')
+const CLI = join(ROOT, 'dist', 'cli', 'main.js')
+const argv = process.argv.slice(2)
+const opt = (name, def) => { const i = argv.indexOf(name); return i >= 0 ? argv[i + 1] : def }
+const RUNS = Number(opt('--runs', 3))
+const BIG_MIB = Number(opt('--big-mib', 256))
+const ONLY = opt('--only', 'native,cpfs,fuse-overlayfs,overlayfs').split(',')
+
+function sh (cmd, cwd = '/', allowFail = false) {
+  const r = spawnSync('bash', ['-c', cmd], { cwd, encoding: 'utf8', maxBuffer: 1 << 28, env: { ...process.env, CPFS_HOME: join(base, 'cpfs-home') } })
+  if (r.status !== 0 && !allowFail) throw new Error(`${cmd} (in ${cwd}): ${r.stderr}`)
+  return r.stdout
+}
+
+function ensureFuseOverlayfs () {
+  if (spawnSync('bash', ['-c', 'command -v fuse-overlayfs']).status === 0) return true
+  process.stderr.write('installing fuse-overlayfs (Debian package) for the comparison...\n')
+  const r = spawnSync('bash', ['-c', 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fuse-overlayfs'], { stdio: 'inherit' })
+  return r.status === 0
+}
+
+const base = fs.mkdtempSync(join(tmpdir(), 'cpfs-bench-'))
+const tarball = join(base, 'tree.tar')
+const random = join(base, 'random.bin')
+sh(`tar -C ${ROOT} -cf ${tarball} node_modules`)
+sh(`head -c ${BIG_MIB * 1024 * 1024} /dev/urandom > ${random}`)
+const files = Number(sh(`tar -tf ${tarball} | grep -v '/$' | wc -l`).trim())
+
+const STEPS = [
+  ['untar', 'tar -xf TARBALL'],
+  ['git init+add+commit', 'git init -q && git add -A && git -c user.email=b@b -c user.name=b commit -qm tree'],
+  ['git status x2', 'git status --porcelain >/dev/null && git status --porcelain >/dev/null'],
+  ['grep -r', 'grep -r "function" node_modules >/dev/null || true'],
+  ['find + stat', 'find . -print0 | xargs -0 stat >/dev/null'],
+  ['2,000 small files, delete half', 'mkdir storm && cd storm && for i in $(seq 1 2000); do echo $i > f$i; done && rm f1* f2* f3* f4* f5* 2>/dev/null; true'],
+  [`write ${BIG_MIB} MiB (fsync)`, `dd if=RANDOM of=big.bin bs=1M conv=fsync status=none`],
+  [`read ${BIG_MIB} MiB (cold)`, 'sync && echo 3 > /proc/sys/vm/drop_caches && cat big.bin >/dev/null'],
+  ['sed -i on 300 files', `find node_modules -name '*.js' -size -64k | head -300 | xargs sed -i 's/function/FUNCTION/'`],
+  ['rename dir of 1,000 files', 'mkdir thousand && for i in $(seq 1 1000); do echo $i > thousand/f$i; done && git add -A >/dev/null 2>&1; mv thousand thousand-moved'],
+  ['cp -a + tar -c', 'cp -a node_modules copy && tar -cf /dev/null node_modules'],
+  ['rm -rf all', 'rm -rf node_modules copy storm thousand-moved big.bin .git']
+]
+
+const targets = {
+  native: {
+    setup (dir) { fs.mkdirSync(dir); return dir },
+    teardown () {}
+  },
+  cpfs: {
+    setup (dir) { fs.mkdirSync(dir); sh(`node ${CLI} mount ${dir}`); return dir },
+    teardown (dir) { sh(`node ${CLI} unmount ${dir} --discard`, '/', true) }
+  },
+  'fuse-overlayfs': {
+    available: ensureFuseOverlayfs,
+    setup (dir) {
+      for (const d of ['lower', 'upper', 'work', 'merged']) fs.mkdirSync(join(dir, d), { recursive: true })
+      sh(`fuse-overlayfs -o lowerdir=${dir}/lower,upperdir=${dir}/upper,workdir=${dir}/work ${dir}/merged`)
+      return join(dir, 'merged')
+    },
+    teardown (dir) { sh(`umount ${dir}/merged`, '/', true) }
+  },
+  overlayfs: {
+    setup (dir) {
+      for (const d of ['lower', 'upper', 'work', 'merged']) fs.mkdirSync(join(dir, d), { recursive: true })
+      sh(`mount -t overlay overlay -o lowerdir=${dir}/lower,upperdir=${dir}/upper,workdir=${dir}/work ${dir}/merged`)
+      return join(dir, 'merged')
+    },
+    teardown (dir) { sh(`umount ${dir}/merged`, '/', true) }
+  }
+}
+
+const times = {} // target -> step -> [seconds]
+try {
+  for (let run = 0; run < RUNS; run++) {
+    for (const name of ONLY) {
+      const tgt = targets[name]
+      if (!tgt || (tgt.available && !tgt.available())) { process.stderr.write(`skipping ${name}: not available\n`); continue }
+      const dir = join(base, `${name}-${run}`)
+      const work = tgt.setup(dir)
+      try {
+        for (const [step, cmd] of STEPS) {
+          const t0 = process.hrtime.bigint()
+          sh(cmd.replace('TARBALL', tarball).replace('RANDOM', random), work)
+          const s = Number(process.hrtime.bigint() - t0) / 1e9
+          ;((times[name] ??= {})[step] ??= []).push(s)
+        }
+      } finally {
+        tgt.teardown(dir)
+        fs.rmSync(dir, { recursive: true, force: true })
+      }
+      process.stderr.write(`run ${run + 1}/${RUNS}: ${name} done\n`)
+    }
+  }
+} finally {
+  spawnSync('bash', ['-c', `grep ' ${base}' /proc/mounts | awk '{print $2}' | xargs -r -n1 umount -l; rm -rf ${base}`])
+}
+
+const median = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[Math.floor(s.length / 2)] }
+const names = ONLY.filter(n => times[n])
+const fmt = (x) => x === undefined ? '—' : x.toFixed(2)
+const ratio = (a, b) => (a === undefined || b === undefined || b === 0) ? '—' : (a / b).toFixed(1) + '×'
+console.log(`Source tree: this project's node_modules (${files} files); ${RUNS} runs, medians in seconds.\n`)
+console.log(`| step | ${names.join(' | ')} | cpfs / native | cpfs / fuse-overlayfs |`)
+console.log(`|---|${names.map(() => '---:').join('|')}|---:|---:|`)
+const total = {}
+for (const [step] of STEPS) {
+  const row = names.map(n => { const m = median(times[n][step]); total[n] = (total[n] ?? 0) + m; return m })
+  const get = (n) => times[n] ? median(times[n][step]) : undefined
+  console.log(`| ${step} | ${row.map(fmt).join(' | ')} | ${ratio(get('cpfs'), get('native'))} | ${ratio(get('cpfs'), get('fuse-overlayfs'))} |`)
+}
+console.log(`| **total** | ${names.map(n => fmt(total[n])).join(' | ')} | ${ratio(total.cpfs, total.native)} | ${ratio(total.cpfs, total['fuse-overlayfs'])} |`)
