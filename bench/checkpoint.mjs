@@ -38,6 +38,7 @@ function makeTree (dir, files) {
 }
 
 const rows = []
+const growth = []
 try {
   for (const [label, n] of [['50 files', 50], [`${FILES} files`, FILES]]) {
     const ws = join(base, `ws-${n}`)
@@ -62,8 +63,28 @@ try {
     }
     cpfs('unmount', ws, '--discard')
   }
+  // Store growth: the same 100 MiB written twice, and a 4 KiB write into a 1 GiB lower file.
+  const ws = join(base, 'ws-growth')
+  fs.mkdirSync(ws)
+  sh(`head -c 1073741824 /dev/urandom > ${ws}/gig.bin && head -c 104857600 /dev/urandom > ${base}/100m.bin`)
+  cpfs('mount', ws)
+  const storeBytes = () => JSON.parse(cpfs('status', ws, '--json')).storeBytes
+  const s0 = storeBytes()
+  sh(`cp ${base}/100m.bin ${ws}/first.bin && sync`)
+  cpfs('turn', ws)
+  const s1 = storeBytes()
+  sh(`cp ${base}/100m.bin ${ws}/second.bin && sync`)
+  cpfs('turn', ws)
+  const s2 = storeBytes()
+  sh(`head -c 4096 /dev/urandom | dd of=${ws}/gig.bin bs=4096 seek=100000 conv=notrunc status=none`)
+  cpfs('turn', ws)
+  const s3 = storeBytes()
+  cpfs('unmount', ws, '--discard')
+  growth.push(['100 MiB of random bytes, first write', s1 - s0], ['the same 100 MiB again (another file)', s2 - s1], ['4 KiB write into a 1 GiB lower file', s3 - s2])
 } finally {
   spawnSync('bash', ['-c', `grep ' ${base}' /proc/mounts | awk '{print $2}' | xargs -r -n1 umount -l; rm -rf ${base}`])
 }
 console.log('| tree | step | median ms |\n|---|---|---|')
 for (const [tree, step, ms] of rows) console.log(`| ${tree} | ${step} | ${ms.toFixed(1)} |`)
+console.log('\n| store growth | bytes | MiB |\n|---|---:|---:|')
+for (const [what, b] of growth) console.log(`| ${what} | ${b} | ${(b / 1048576).toFixed(2)} |`)

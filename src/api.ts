@@ -38,6 +38,8 @@ export interface StatusInfo {
   storeBytes: number
   /** Paths the last plan left alone because another process changed them meanwhile. */
   skipped: string[]
+  /** Mounted: FUSE operations answered since the mount (or the last reset), and time spent. */
+  ops?: { counts: Record<string, number>, ms: Record<string, number> }
 }
 
 function where (t: Target): Location {
@@ -300,12 +302,19 @@ function dirBytes (p: string): number {
   return total
 }
 
+/** Reset the daemon's per-operation statistics (benchmarks measure one step at a time). */
+export async function resetStats (opts: Target = {}): Promise<void> {
+  const loc = where(opts)
+  if (!await daemonUp(loc)) throw new CpfsError('NOT_MOUNTED', `${loc.workspace} is not mounted`, `run cpfs mount ${loc.workspace} first`)
+  await call(loc.socket, { cmd: 'reset-stats' })
+}
+
 export async function status (opts: Target = {}): Promise<StatusInfo> {
   const loc = where(opts)
   const storeBytes = dirBytes(loc.store)
   if (await daemonUp(loc)) {
     const s = await call(loc.socket, { cmd: 'status' }) as any
-    return { workspace: loc.workspace, mounted: true, stale: false, pid: s.pid, head: s.head, turns: s.turns, pending: s.pending, redo: s.redo, store: loc.store, storeBytes, skipped: s.skipped }
+    return { workspace: loc.workspace, mounted: true, stale: false, pid: s.pid, head: s.head, turns: s.turns, pending: s.pending, redo: s.redo, store: loc.store, storeBytes, skipped: s.skipped, ops: s.ops }
   }
   const stale = loc.stale || isMounted(loc.workspace)
   const empty: StatusInfo = { workspace: loc.workspace, mounted: false, stale, pid: null, head: null, turns: 0, pending: 0, redo: 0, store: loc.store, storeBytes, skipped: [] }

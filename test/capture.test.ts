@@ -277,4 +277,25 @@ EOF`)
     t.equal(w.run('stat -c %u:%g README.md'), '1234:5678\n', 'unmount applies owners (as root)')
     t.equal(w.run('stat -c %u:%g link-to-main'), '42:43\n', 'of symlinks too')
   })
+
+  t.test('the kernel caches lookups, and a rewind never leaves a stale entry', async t => {
+    const w = workspace(t, 'mkdir -p a/b/c && echo deep > a/b/c/f && echo file > x && mkdir d && chmod 755 .')
+    w.ok('mount', w.ws)
+    w.run('stat a/b/c/f x d >/dev/null')
+    w.ok('status', w.ws, '--reset-stats')
+    w.run('for i in 1 2 3 4 5; do stat a/b/c/f >/dev/null; done')
+    const ops = JSON.parse(w.ok('status', w.ws, '--json', '--stats')).ops.counts
+    t.notOk(ops.getattr, `repeated stats of a cached path reach the daemon ${ops.getattr ?? 0} times (the kernel caches entries and attributes)`)
+    w.ok('turn', w.ws)
+    w.run('rm -rf a && mkdir -p a/b && echo changed > a/b/new && rm x && mkdir x && rmdir d && echo now-a-file > d && chmod 700 .')
+    w.run('stat a/b/new x d . >/dev/null')
+    w.ok('rewind', '2', w.ws)
+    // Right after the rewind, with every one of those names cached by the kernel:
+    t.equal(w.run('cat a/b/c/f'), 'deep\n', 'a deep path removed in the dropped turn is back')
+    t.equal(w.sh('test -e a/b/new').code, 1, 'a path created in the dropped turn is gone')
+    t.equal(w.run('stat -c %F x d'), 'regular file\ndirectory\n', 'types changed back')
+    t.equal(w.run('stat -c %a .'), '755\n', 'the root directory\'s mode changed back')
+    w.ok('redo', w.ws)
+    t.equal(w.run('stat -c %F x d && cat a/b/new && stat -c %a .'), 'directory\nregular file\nchanged\n700\n', 'and redo is visible at once')
+  })
 }

@@ -51,6 +51,10 @@ export function formatStatus (s: StatusInfo): string {
     ['redo', s.redo ? `${s.redo} step${s.redo === 1 ? '' : 's'} available` : 'none'],
     ['store', `${s.store} (${bytes(s.storeBytes)})`]
   ]
+  if (s.ops) {
+    const rows = Object.entries(s.ops.counts).sort((a, b) => (s.ops!.ms[b[0]] ?? 0) - (s.ops!.ms[a[0]] ?? 0))
+    for (const [op, n] of rows) lines.push([`  ${op}`, `${n} calls, ${(s.ops.ms[op] ?? 0).toFixed(0)} ms (${((s.ops.ms[op] ?? 0) * 1000 / n).toFixed(0)} µs each)`])
+  }
   if (s.skipped.length) lines.push(['skipped', `the last plan left ${s.skipped.map(p => p.slice(1)).join(', ')} as another process wrote them`])
   return lines.map(([k, v]) => `${k.padEnd(10)} ${v}`).join('\n')
 }

@@ -13,6 +13,7 @@ Usage: cpfs <command> [options]
   undo [DIR]             drop everything since the last cpfs turn
   redo [DIR]             bring back what the last rewind or undo dropped
   status [DIR]           mounted or not, head, pending turns, store
+  exec [DIR] -- CMD...   mount, run CMD inside, unmount (CI agents; --sandbox, --discard)
   unmount [DIR]          unmount and apply the result to the real directory, verified
 
 Run cpfs <command> --help for options and an example.
@@ -93,10 +94,25 @@ Example:  cpfs undo`,
 Bring back what the last rewind or undo dropped, as long as nothing was written since.
 
 Example:  cpfs undo && cpfs redo`,
-  status: `Usage: cpfs status [DIR] [--json]
+  exec: `Usage: cpfs exec [DIR] [--discard] [--sandbox] [--turn-per-command] [--force] -- CMD...
+
+Mount DIR (default .), run CMD inside it (its working directory is the mount), then unmount:
+apply the result through a verified plan, or with --discard leave the real directory as it
+was (the history is kept). Exits with CMD's exit code. Ctrl-C and SIGTERM are passed on to
+CMD, and the mount is always cleaned up.
+  --sandbox           run in a private mount namespace: only CMD and its children see the
+                      overlay, with a store of its own, so several agents can work on one
+                      checkout at once; each applies when it ends
+  --turn-per-command  each argument after -- is a shell command line with a turn of its own
+
+Examples:  cpfs exec . -- npm test
+           cpfs exec . --sandbox --turn-per-command -- "npm ci" "npm run build"`,
+  status: `Usage: cpfs status [DIR] [--json] [--stats] [--reset-stats]
 
 Show whether DIR is mounted (and the daemon's pid), the head turn, the number of turns, the
 turns not yet applied to the real directory (pending), redo steps and the store.
+--stats adds, while mounted, every FUSE operation the daemon answered with its count and the
+time spent in it; --reset-stats zeroes them (to measure one step).
 
 Example:  cpfs status --json`,
   unmount: `Usage: cpfs unmount [DIR] [--discard] [--force] [--json]

@@ -5,7 +5,8 @@ import { parseArgs } from 'node:util'
 import { CpfsError, isCpfsError } from '../errors.js'
 import * as api from '../api.js'
 import { formatDiff, formatLog, formatPreview, formatStat, formatStatus, formatSummary } from './format.js'
-import { statSync } from 'node:fs'
+import { statSync, writeFileSync } from 'node:fs'
+import { exec as execCommand } from '../exec.js'
 import { resolve } from 'node:path'
 import { findWorkspace, isRegistered } from '../store/locate.js'
 import { HELP, usage } from './help.js'
@@ -132,6 +133,27 @@ const commands: Record<string, Command> = {
       return 0
     }
   },
+  exec: {
+    options: { ...dirStore, discard: { type: 'boolean' }, sandbox: { type: 'boolean' }, 'turn-per-command': { type: 'boolean' }, force: { type: 'boolean' }, 'json-result': { type: 'string' }, ...json },
+    args: ['DIR?'],
+    run: async (pos, f, rest) => {
+      const resultFile = f['json-result'] as string | undefined
+      try {
+        const r = await execCommand({ ...target(pos, f), command: rest, discard: Boolean(f.discard), sandbox: Boolean(f.sandbox), turnPerCommand: Boolean(f['turn-per-command']), force: Boolean(f.force) })
+        if (resultFile) writeFileSync(resultFile, JSON.stringify(r))
+        else if (f.json) out(JSON.stringify(r))
+        else note(r.applied ? `cpfs: ${formatSummary(r.summary!)}` : 'cpfs: the real directory was left as it was (history kept)')
+        return r.code
+      } catch (err) {
+        // Inside a sandbox the outer cpfs reports the error: hand it over in the result file.
+        if (resultFile && isCpfsError(err)) {
+          writeFileSync(resultFile, JSON.stringify({ error: { code: err.code, message: err.message, hint: err.hint } }))
+          return 1
+        }
+        throw err
+      }
+    }
+  },
   fork: {
     options: { ...dirStore, ...json },
     args: ['TURN', 'DEST', 'DIR?'],
@@ -163,10 +185,15 @@ const commands: Record<string, Command> = {
     }
   },
   status: {
-    options: { ...dirStore, ...json },
+    options: { ...dirStore, stats: { type: 'boolean' }, 'reset-stats': { type: 'boolean' }, ...json },
     args: ['DIR?'],
     run: async (pos, f) => {
+      if (f['reset-stats']) {
+        await api.resetStats(target(pos, f))
+        return 0
+      }
       const s = await api.status(target(pos, f))
+      if (!f.stats) delete s.ops
       out(f.json ? JSON.stringify(s) : formatStatus(s))
       return 0
     }
@@ -196,7 +223,8 @@ async function main (argv: string[]): Promise<number> {
   }
   const cmd = commands[name]
   if (!cmd) throw new CpfsError('USAGE', `unknown command "${name}"`, 'run cpfs --help for the list of commands')
-  if (rest.includes('--help') || rest.includes('-h')) {
+  const own = name === 'exec' && rest.includes('--') ? rest.slice(0, rest.indexOf('--')) : rest
+  if (own.includes('--help') || own.includes('-h')) {
     out(usage(name))
     return 0
   }
@@ -205,6 +233,14 @@ async function main (argv: string[]): Promise<number> {
     parsed = parseArgs({ args: rest, options: cmd.options, allowPositionals: true, strict: true })
   } catch (err: any) {
     throw new CpfsError('USAGE', String(err.message).split(/\.( |$)/)[0], `see cpfs ${name} --help`)
+  }
+  if (name === 'exec') {
+    // cpfs exec [DIR] [flags] -- CMD...: the command is everything after the first '--'.
+    const dash = rest.indexOf('--')
+    if (dash < 0) throw new CpfsError('USAGE', 'no command given', 'put the command after --, e.g. cpfs exec . -- npm test')
+    const before = parseArgs({ args: rest.slice(0, dash), options: cmd.options, allowPositionals: true, strict: true })
+    if (before.positionals.length > 1) throw new CpfsError('USAGE', `unexpected argument "${before.positionals[1]}"`, 'see cpfs exec --help')
+    return await cmd.run({ DIR: before.positionals[0] }, before.values as Flags, rest.slice(dash + 1))
   }
   const pos: Record<string, string | undefined> = {}
   const required = cmd.args.filter(a => !a.endsWith('?'))

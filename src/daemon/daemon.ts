@@ -10,6 +10,7 @@ import { serve } from '../control/server.js'
 import type { Request } from '../control/protocol.js'
 import { makeOps, type OpStats } from '../fuse/ops.js'
 import { mountFuse, unmountPath, loadFuse } from '../fuse/mount.js'
+import { Invalidator } from '../fuse/invalidate.js'
 import { applyStack, recover } from '../plans/run.js'
 import { diffTurns, previewRewind } from '../plans/preview.js'
 import { forkView } from '../plans/fork.js'
@@ -51,13 +52,22 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
     await session.close()
     throw err
   }
-  const stats: OpStats = { counts: {} }
+  const stats: OpStats = { counts: {}, ms: {} }
   let fuse: { close: () => Promise<void> }
   try {
     fuse = await mountFuse(loc.workspace, makeOps(session, stats), { allowOther: opts.allowOther })
   } catch (err) {
     await session.close()
     throw err
+  }
+  const invalidator = Invalidator.find()
+  // Changes the daemon makes on its own must not be hidden by the kernel's caches: drop every
+  // cached entry under the names the root had before or has after the change.
+  const withInvalidation = async <T>(fn: () => Promise<T>): Promise<T> => {
+    const before = session.overlay.view.readdir('/')
+    const result = await fn()
+    if (invalidator) await invalidator.rootNames([...before, ...session.overlay.view.readdir('/')])
+    return result
   }
   const pidFile = join(loc.dir, 'daemon.pid')
   fs.writeFileSync(pidFile, String(process.pid) + '\n', { mode: 0o600 })
@@ -76,6 +86,7 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
       throw err
     }
     await fuse.close()
+    await invalidator?.close()
     server?.close()
     try { fs.unlinkSync(pidFile) } catch {}
     let summary: unknown = null
@@ -93,18 +104,19 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
     if (closing && req.cmd !== 'ping') throw new CpfsError('BUSY', 'the mount is shutting down', 'wait for cpfs unmount to finish')
     switch (req.cmd) {
       case 'ping': return { pid: process.pid }
-      case 'status': return { ...session.status(), mounted: true, pid: process.pid, ops: stats.counts }
+      case 'status': return { ...session.status(), mounted: true, pid: process.pid, ops: stats }
+      case 'reset-stats': stats.counts = {}; stats.ms = {}; return null
       case 'turn': return { head: await session.turn({ message: a.message as string | undefined, id: a.id as string | undefined }) }
       case 'log': return session.log()
-      case 'rewind': return await session.rewind(a.turn as string)
-      case 'undo': return await session.undo()
-      case 'redo': return await session.redo()
+      case 'rewind': return await withInvalidation(() => session.rewind(a.turn as string))
+      case 'undo': return await withInvalidation(() => session.undo())
+      case 'redo': return await withInvalidation(() => session.redo())
       case 'fork': {
         const t = session.resolveTurn(String(a.turn))
         await session.flushAll(false)
         return { turn: t, ...await forkView(session, t, String(a.dest)) }
       }
-      case 'restore': return await session.restore(String(a.turn), a.paths as string[])
+      case 'restore': return await withInvalidation(() => session.restore(String(a.turn), a.paths as string[]))
       case 'diff': return await diffTurns(session, a.spec as string | undefined, { patches: Boolean(a.patches) })
       case 'preview-rewind': return await previewRewind(session, String(a.turn), true)
       case 'unmount': return await shutdown(!a.discard, Boolean(a.force))

@@ -17,14 +17,22 @@ export interface MountOptions {
 //  nonempty           mount in place over the (non-empty) workspace
 //  use_ino            report our inode numbers: git's index compares them
 //  big_writes         128 KiB writes instead of 4 KiB (12x faster large writes)
-//  *_timeout=0        no kernel caching of entries, attributes or negative lookups: libfuse2's
-//                     high-level API cannot invalidate a path, and a rewind must never be
-//                     hidden by a stale cache (design invariant 3). Pages are re-read on each
-//                     open for the same reason (no kernel_cache).
+//  entry_timeout,      the kernel caches lookups and attributes; every change made through the
+//  attr_timeout       mount updates those caches itself, and the changes the daemon makes on its
+//                     own (rewind, redo, restore) are followed by an explicit invalidation
+//                     (fuse/invalidate.ts). CPFS_CACHE_TIMEOUT=0 turns caching off.
+//  negative_timeout=0 a name that does not exist is never cached as missing
+//  (no kernel_cache)  file pages are re-read on each open, so a rewound file never shows old data
 //  default_permissions  the kernel checks modes like on ext4
+export function cacheTimeout (): number {
+  const v = Number(process.env.CPFS_CACHE_TIMEOUT ?? 60)
+  return Number.isFinite(v) && v >= 0 ? v : 60
+}
+
 export function mountOptionString (opts: MountOptions): string {
+  const t = cacheTimeout()
   const o = ['cpfs', 'subtype=cpfs', 'nonempty', 'use_ino', 'big_writes', 'max_write=131072',
-    'entry_timeout=0', 'attr_timeout=0', 'negative_timeout=0', 'default_permissions']
+    `entry_timeout=${t}`, `attr_timeout=${t}`, 'negative_timeout=0', 'default_permissions']
   if (opts.allowOther) o.push('allow_other')
   return o.join(',')
 }

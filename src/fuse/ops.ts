@@ -8,8 +8,11 @@ import { toErrno } from './errno.js'
 
 type Cb = (...args: any[]) => void
 
+/** Per-operation counts and time spent in the handler (the daemon's --stats). */
 export interface OpStats {
   counts: Record<string, number>
+  /** Milliseconds spent answering, per operation (synchronous part, or until the callback). */
+  ms: Record<string, number>
 }
 
 function stat (a: Attr) {
@@ -33,17 +36,27 @@ function stat (a: Attr) {
 export function makeOps (session: Session, stats?: OpStats) {
   const ov = () => session.overlay
   const count = stats
-    ? (name: string) => { stats.counts[name] = (stats.counts[name] ?? 0) + 1 }
-    : (_: string) => {}
+    ? (name: string, ms = 0) => {
+        stats.counts[name] = (stats.counts[name] ?? 0) + 1
+        stats.ms[name] = (stats.ms[name] ?? 0) + ms
+      }
+    : (_: string, _ms?: number) => {}
 
   // Run fn; answer cb with its result or the errno of what it threw.
   function run (name: string, cb: Cb, fn: () => void): void {
-    count(name)
+    const t0 = stats ? performance.now() : 0
     try {
       fn()
     } catch (err) {
       cb(toErrno(err))
     }
+    count(name, stats ? performance.now() - t0 : 0)
+  }
+
+  // An asynchronous op: time until its callback.
+  function wait (name: string, cb: Cb, p: Promise<void>): void {
+    const t0 = stats ? performance.now() : 0
+    p.then(() => cb(0), (err) => cb(toErrno(err))).finally(() => count(name, stats ? performance.now() - t0 : 0))
   }
 
   return {
@@ -76,16 +89,13 @@ export function makeOps (session: Session, stats?: OpStats) {
     flush (_path: string, _fd: number, cb: Cb) {
       // close(): once it returns, the file's data is in the store's log (it survives kill -9
       // of the daemon); fsync additionally makes it durable against power loss.
-      count('flush')
-      session.flushAll(false).then(() => cb(0), (err) => cb(toErrno(err)))
+      wait('flush', cb, session.flushAll(false))
     },
     fsync (_path: string, _datasync: number, _fd: number, cb: Cb) {
-      count('fsync')
-      session.flushAll(true).then(() => cb(0), (err) => cb(toErrno(err)))
+      wait('fsync', cb, session.flushAll(true))
     },
     fsyncdir (_path: string, _datasync: number, _fd: number, cb: Cb) {
-      count('fsyncdir')
-      session.flushAll(true).then(() => cb(0), (err) => cb(toErrno(err)))
+      wait('fsyncdir', cb, session.flushAll(true))
     },
     release (_path: string, fd: number, cb: Cb) { run('release', cb, () => { ov().release(fd); cb(0) }) },
     unlink (path: string, cb: Cb) { run('unlink', cb, () => { ov().unlink(path); cb(0) }) },

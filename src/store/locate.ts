@@ -50,7 +50,9 @@ export function locate (dir: string, storeOverride?: string): Location {
   const home = cpfsHome()
   const name = basename(workspace).replace(/[^A-Za-z0-9._-]/g, '_').slice(0, 32) || 'root'
   const id = workspaceId(workspace)
-  const wdir = join(home, `${name}-${id}`)
+  // A sandboxed run (cpfs exec --sandbox) keeps its socket, log and store in a directory of
+  // its own, so that several sandboxes can mount the same workspace at once.
+  const wdir = process.env.CPFS_STATE_DIR ? resolve(process.env.CPFS_STATE_DIR) : join(home, `${name}-${id}`)
   let store = storeOverride ? resolve(storeOverride) : undefined
   if (!store) {
     try {

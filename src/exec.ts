@@ -1,0 +1,115 @@
+// cpfs exec: mount, run a command inside the mount, unmount — for CI agents and scripts.
+// The command's exit code is exec's exit code. Signals that reach exec (Ctrl-C, SIGTERM)
+// are passed on to the command, and the mount is always cleaned up. With --sandbox the whole
+// thing runs in a private mount namespace (unshare), so only the command and its children see
+// the overlay: several sandboxed agents can work on one checkout at once, each with its own
+// store and history, and the real directory changes only when each one applies.
+import { spawn } from 'node:child_process'
+import * as fs from 'node:fs'
+import { join } from 'node:path'
+import { constants } from 'node:os'
+import { CpfsError } from './errors.js'
+import * as api from './api.js'
+import type { PlanSummary } from './plans/run.js'
+import { cpfsHome, locate, workspaceId } from './store/locate.js'
+
+export interface ExecOptions extends api.Target {
+  command: string[]
+  discard?: boolean
+  sandbox?: boolean
+  /** Each argument of `command` is one shell command line, run in a turn of its own. */
+  turnPerCommand?: boolean
+  force?: boolean
+}
+
+export interface ExecResult {
+  code: number
+  signal: NodeJS.Signals | null
+  applied: boolean
+  summary: PlanSummary | null
+  store: string
+}
+
+const FORWARDED: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGQUIT']
+
+function runChild (argv: string[], cwd: string, env: NodeJS.ProcessEnv): Promise<{ code: number, signal: NodeJS.Signals | null }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(argv[0], argv.slice(1), { cwd, stdio: 'inherit', env })
+    const forward = (sig: NodeJS.Signals) => () => { child.kill(sig) }
+    const handlers = FORWARDED.map(sig => [sig, forward(sig)] as const)
+    for (const [sig, h] of handlers) process.on(sig, h)
+    child.on('error', (err: any) => {
+      for (const [sig, h] of handlers) process.off(sig, h)
+      reject(new CpfsError('EXEC_FAILED', `cannot run ${argv[0]}: ${err.code === 'ENOENT' ? 'command not found' : err.message}`, 'check the command after --'))
+    })
+    child.on('exit', (code, signal) => {
+      for (const [sig, h] of handlers) process.off(sig, h)
+      resolve({ code: code ?? 128 + (signal ? constants.signals[signal] ?? 0 : 0), signal })
+    })
+  })
+}
+
+/** A private state directory (socket, log, store) for one sandboxed run. */
+function sandboxState (workspace: string): string {
+  const dir = join(cpfsHome(), 'sandboxes', `${workspaceId(workspace)}-${process.pid}-${Date.now().toString(36)}`)
+  fs.mkdirSync(dir, { recursive: true, mode: 0o700 })
+  return dir
+}
+
+export async function exec (opts: ExecOptions): Promise<ExecResult> {
+  if (opts.command.length === 0) throw new CpfsError('USAGE', 'no command given', 'put the command after --, e.g. cpfs exec . -- npm test')
+  const loc = locate(opts.dir ?? '.', opts.store)
+  if (opts.sandbox && !process.env.CPFS_IN_SANDBOX) return await sandboxed(opts, loc.workspace)
+  await api.mount({ dir: loc.workspace, store: opts.store })
+  let outcome: { code: number, signal: NodeJS.Signals | null } = { code: 0, signal: null }
+  let failure: unknown = null
+  try {
+    if (opts.turnPerCommand) {
+      for (const line of opts.command) {
+        await api.turn({ dir: loc.workspace, store: opts.store, message: line })
+        outcome = await runChild(['bash', '-c', line], loc.workspace, process.env)
+        if (outcome.code !== 0) break
+      }
+    } else {
+      outcome = await runChild(opts.command, loc.workspace, process.env)
+    }
+  } catch (err) {
+    failure = err
+  }
+  // Always unmount; wait out processes the command left behind in the mount (busy).
+  let result: api.UnmountResult | null = null
+  for (let i = 0; ; i++) {
+    try {
+      result = await api.unmount({ dir: loc.workspace, store: opts.store, discard: opts.discard || failure !== null, force: opts.force })
+      break
+    } catch (err: any) {
+      if (err?.code !== 'MOUNT_BUSY' || i >= 50) {
+        failure ??= err
+        break
+      }
+      await new Promise(resolve => setTimeout(resolve, 100))
+    }
+  }
+  if (failure) throw failure
+  return { ...outcome, applied: Boolean(result?.applied), summary: result?.summary ?? null, store: locate(loc.workspace, opts.store).store }
+}
+
+async function sandboxed (opts: ExecOptions, workspace: string): Promise<ExecResult> {
+  const state = sandboxState(workspace)
+  const store = opts.store ?? join(state, 'store')
+  const args = [process.argv[1], 'exec', workspace, '--store', store, '--json-result', join(state, 'result.json')]
+  if (opts.discard) args.push('--discard')
+  if (opts.turnPerCommand) args.push('--turn-per-command')
+  if (opts.force) args.push('--force')
+  args.push('--', ...opts.command)
+  // unshare -m: a private mount namespace; --propagation private: our mount never leaks out.
+  const env = { ...process.env, CPFS_IN_SANDBOX: '1', CPFS_STATE_DIR: state }
+  const r = await runChild(['unshare', '-m', '--propagation', 'private', process.execPath, ...args], '/', env)
+  let inner: (ExecResult & { error?: { code: string, message: string, hint?: string } }) | null = null
+  try {
+    inner = JSON.parse(fs.readFileSync(join(state, 'result.json'), 'utf8'))
+  } catch {}
+  if (!inner) throw new CpfsError('SANDBOX_FAILED', `the sandboxed run ended without a result (exit ${r.code})`, `see the log in ${state}`)
+  if (inner.error) throw new CpfsError(inner.error.code, inner.error.message, inner.error.hint)
+  return { ...inner, store }
+}

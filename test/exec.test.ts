@@ -1,0 +1,83 @@
+// cpfs exec: mount, run a command inside, unmount — with a failing command, a signal,
+// --discard, --turn-per-command, and two sandboxed agents on one checkout at once.
+import t from 'tap'
+import * as fs from 'node:fs'
+import { spawn } from 'node:child_process'
+import { join } from 'node:path'
+import { CLI, fuseAvailable, isMountedAt, manifest, sleep, workspace } from './helpers.js'
+
+const TREE = 'echo base > base.txt && mkdir src && echo code > src/code.c'
+
+if (fuseAvailable(t)) {
+  t.test('exec applies the result and exits with the command\'s code', async t => {
+    const w = workspace(t, TREE)
+    const r = w.cpfs('exec', w.ws, '--', 'bash', '-c', 'pwd && echo made > new.txt && sed -i s/code/CODE/ src/code.c && exit 3')
+    t.equal(r.code, 3, 'the command\'s exit code')
+    t.equal(r.stdout.trim(), w.ws, 'the command ran with its working directory in the mount')
+    t.notOk(isMountedAt(w.ws), 'unmounted afterwards')
+    t.equal(w.run('cat new.txt src/code.c'), 'made\nCODE\n', 'and the result applied (a failing command still keeps its work)')
+    const log = JSON.parse(w.ok('log', w.ws, '--json'))
+    t.equal(log[0].files, 2, 'the history has the work')
+  })
+
+  t.test('exec --discard leaves the real directory as it was', async t => {
+    const w = workspace(t, TREE)
+    const before = manifest(w.ws)
+    const r = w.cpfs('exec', w.ws, '--discard', '--', 'bash', '-c', 'rm -rf src && echo x > y')
+    t.equal(r.code, 0)
+    t.same(manifest(w.ws), before, 'nothing applied')
+    t.equal(JSON.parse(w.ok('status', w.ws, '--json')).pending, 1, 'the work is kept in the history')
+  })
+
+  t.test('exec --turn-per-command gives each command line its own turn', async t => {
+    const w = workspace(t, TREE)
+    const r = w.cpfs('exec', w.ws, '--turn-per-command', '--', 'echo one > one.txt', 'echo two > two.txt', 'false', 'echo never > never.txt')
+    t.equal(r.code, 1, 'stops at the first failing command with its code')
+    const log = JSON.parse(w.ok('log', w.ws, '--json'))
+    t.same(log.map((x: any) => x.message), [null, 'echo one > one.txt', 'echo two > two.txt', 'false'], 'one turn per command, named after it')
+    t.same(log.map((x: any) => x.files), [0, 1, 1, 0])
+    t.notOk(fs.existsSync(join(w.ws, 'never.txt')))
+  })
+
+  t.test('a signal reaches the command and the mount is cleaned up', async t => {
+    const w = workspace(t, TREE)
+    const child = spawn(process.execPath, [CLI, 'exec', w.ws, '--', 'bash', '-c', 'echo started > started.txt; trap "echo got-term > term.txt; exit 143" TERM; while true; do sleep 0.1; done'], { env: w.env, stdio: 'ignore' })
+    for (let i = 0; i < 100 && !isMountedAt(w.ws); i++) await sleep(50)
+    for (let i = 0; i < 100; i++) {
+      if (w.sh('test -e started.txt').code === 0) break
+      await sleep(50)
+    }
+    child.kill('SIGTERM')
+    const code = await new Promise<number | null>(resolve => child.once('exit', resolve))
+    t.equal(code, 143, 'exec exits with the command\'s code')
+    t.notOk(isMountedAt(w.ws), 'the mount is gone')
+    t.equal(w.run('cat term.txt'), 'got-term\n', 'the command got SIGTERM and its last write was applied')
+  })
+
+  t.test('two sandboxed agents on one checkout at once, each seeing only its own writes', async t => {
+    const w = workspace(t, TREE)
+    const agent = (name: string) => spawn(process.execPath, [CLI, 'exec', w.ws, '--sandbox', '--', 'bash', '-c',
+      `echo ${name} > ${name}.txt; sleep 1.5; ls > seen-by-${name}.txt`], { env: w.env, stdio: ['ignore', 'pipe', 'pipe'] })
+    const a = agent('a')
+    await sleep(300)
+    const b = agent('b')
+    const [ca, cb] = await Promise.all([a, b].map(c => new Promise<number | null>(resolve => c.once('exit', resolve))))
+    t.equal(ca, 0, 'agent a succeeded')
+    t.equal(cb, 0, 'agent b succeeded')
+    t.notOk(isMountedAt(w.ws), 'no mount is visible outside the sandboxes')
+    t.equal(w.run('cat seen-by-a.txt'), 'a.txt\nbase.txt\nsrc\n', 'agent a saw only its own file')
+    t.equal(w.run('cat seen-by-b.txt'), 'b.txt\nbase.txt\nsrc\n', 'agent b saw only its own file')
+    t.equal(w.run('cat a.txt b.txt'), 'a\nb\n', 'both applied to the real directory when they ended')
+  })
+
+  t.test('exec: bad input', async t => {
+    const w = workspace(t, TREE)
+    let r = w.cpfs('exec', w.ws)
+    t.equal(r.code, 2)
+    t.match(r.stderr, /^cpfs: no command given \(put the command after --/)
+    r = w.cpfs('exec', w.ws, '--', 'definitely-not-a-command')
+    t.equal(r.code, 1)
+    t.match(r.stderr, /^cpfs: cannot run definitely-not-a-command: command not found/)
+    t.notOk(isMountedAt(w.ws), 'the mount was cleaned up')
+  })
+}
