@@ -56,17 +56,25 @@ if (fuseAvailable(t)) {
 
   t.test('two sandboxed agents on one checkout at once, each seeing only its own writes', async t => {
     const w = workspace(t, TREE)
-    const agent = (name: string) => spawn(process.execPath, [CLI, 'exec', w.ws, '--sandbox', '--', 'bash', '-c',
-      `echo ${name} > ${name}.txt; sleep 1.5; ls > seen-by-${name}.txt`], { env: w.env, stdio: ['ignore', 'pipe', 'pipe'] })
-    const a = agent('a')
+    // a writes at once and looks after b has written; b writes 0.3 s later, looks at once, and
+    // stays until a has looked (each applies its result to the real directory when it ends).
+    const agent = (name: string, look: number, stay: number) => spawn(process.execPath, [CLI, 'exec', w.ws, '--sandbox', '--', 'bash', '-c',
+      `echo ${name} > ${name}.txt; sleep ${look}; ls > /tmp/seen-by-${name}-${process.pid}; sleep ${stay}`], { env: w.env, stdio: ['ignore', 'pipe', 'pipe'] })
+    const a = agent('a', 1, 0)
     await sleep(300)
-    const b = agent('b')
+    const b = agent('b', 0, 1.5)
     const [ca, cb] = await Promise.all([a, b].map(c => new Promise<number | null>(resolve => c.once('exit', resolve))))
     t.equal(ca, 0, 'agent a succeeded')
     t.equal(cb, 0, 'agent b succeeded')
     t.notOk(isMountedAt(w.ws), 'no mount is visible outside the sandboxes')
-    t.equal(w.run('cat seen-by-a.txt'), 'a.txt\nbase.txt\nsrc\n', 'agent a saw only its own file')
-    t.equal(w.run('cat seen-by-b.txt'), 'b.txt\nbase.txt\nsrc\n', 'agent b saw only its own file')
+    const seenA = fs.readFileSync(`/tmp/seen-by-a-${process.pid}`, 'utf8')
+    const seenB = fs.readFileSync(`/tmp/seen-by-b-${process.pid}`, 'utf8')
+    fs.rmSync(`/tmp/seen-by-a-${process.pid}`)
+    fs.rmSync(`/tmp/seen-by-b-${process.pid}`)
+    t.match(seenA, /^a\.txt$/m, 'agent a sees its own file')
+    t.notMatch(seenA, /^b\.txt$/m, 'but not the file agent b wrote in its sandbox meanwhile')
+    t.match(seenB, /^b\.txt$/m, 'agent b sees its own file')
+    t.notMatch(seenB, /^a\.txt$/m, 'but not the file agent a had written in its sandbox')
     t.equal(w.run('cat a.txt b.txt'), 'a\nb\n', 'both applied to the real directory when they ended')
   })
 
