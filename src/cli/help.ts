@@ -14,6 +14,8 @@ Usage: cpfs <command> [options]
   redo [DIR]             bring back what the last rewind or undo dropped
   status [DIR]           mounted or not, head, pending turns, store
   exec [DIR] -- CMD...   mount, run CMD inside, unmount (CI agents; --sandbox, --discard)
+  mcp [DIR]              an MCP server on stdio: an agent lists, diffs, rewinds its own turns
+  hook claude-code [DIR] the UserPromptSubmit hook: one turn per prompt (reads the hook JSON)
   unmount [DIR]          unmount and apply the result to the real directory, verified
 
 Run cpfs <command> --help for options and an example.
@@ -94,6 +96,22 @@ Example:  cpfs undo`,
 Bring back what the last rewind or undo dropped, as long as nothing was written since.
 
 Example:  cpfs undo && cpfs redo`,
+  hook: `Usage: cpfs hook claude-code [DIR]
+
+Claude Code's UserPromptSubmit hook: reads the hook's JSON on stdin and opens a new turn for
+the prompt, with the id <session>:<n> (the n-th prompt of that session) and the prompt's
+first line as message. Never blocks a prompt: it always exits 0 and prints nothing on stdout.
+In .claude/settings.json:
+  { "hooks": { "UserPromptSubmit": [ { "hooks": [
+      { "type": "command", "command": "cpfs hook claude-code" } ] } ] } }
+Then: cpfs log shows one turn per prompt; cpfs rewind <session>:<n> goes back to before it.`,
+  mcp: `Usage: cpfs mcp [DIR] [--store PATH]
+
+Serve the Model Context Protocol on stdin/stdout for the workspace DIR (default .), with the
+tools list_turns, checkpoint, show_diff, rewind_dry_run, rewind and redo.
+
+Example (an MCP client's configuration):
+  { "mcpServers": { "cpfs": { "command": "cpfs", "args": ["mcp", "/path/to/workspace"] } } }`,
   exec: `Usage: cpfs exec [DIR] [--discard] [--sandbox] [--turn-per-command] [--force] -- CMD...
 
 Mount DIR (default .), run CMD inside it (its working directory is the mount), then unmount:

@@ -7,6 +7,8 @@ import * as api from '../api.js'
 import { formatDiff, formatLog, formatPreview, formatStat, formatStatus, formatSummary } from './format.js'
 import { statSync, writeFileSync } from 'node:fs'
 import { exec as execCommand } from '../exec.js'
+import { serveMcp } from '../mcp.js'
+import { claudeCodeHook } from '../hook.js'
 import { resolve } from 'node:path'
 import { findWorkspace, isRegistered } from '../store/locate.js'
 import { HELP, usage } from './help.js'
@@ -152,6 +154,25 @@ const commands: Record<string, Command> = {
         }
         throw err
       }
+    }
+  },
+  hook: {
+    options: { ...dirStore },
+    args: ['AGENT', 'DIR?'],
+    run: async (pos) => {
+      if (pos.AGENT !== 'claude-code') throw new CpfsError('USAGE', `no hook for "${pos.AGENT}"`, 'supported: claude-code')
+      await claudeCodeHook(pos.DIR ? resolve(pos.DIR) : undefined)
+      return 0 // never block the user's prompt
+    }
+  },
+  mcp: {
+    options: { ...dirStore },
+    args: ['DIR?'],
+    run: async (pos, f) => {
+      // Resolve the workspace now: an MCP client may start us from anywhere.
+      const dir = resolve(pos.DIR ?? '.')
+      await serveMcp({ dir, store: f.store as string | undefined })
+      return 0
     }
   },
   fork: {
