@@ -1,5 +1,11 @@
-# An image for sandboxed CI agents: Node 20, cpfs installed, its patched FUSE binding built.
-# Run with:  docker run --device /dev/fuse --cap-add SYS_ADMIN -v "$PWD:/workspace" cpfs <command>
+# An image for sandboxed CI agents: Node 20, cpfs installed with its patched FUSE binding.
+#   docker build -t cpfs .
+#   docker run --device /dev/fuse --cap-add SYS_ADMIN \
+#     -v "$PWD:/workspace" -v "$PWD/artifacts:/artifacts" cpfs "npm ci" "npm test"
+# The entrypoint (scripts/ci-agent.sh, run directly by the tests) mounts /workspace, runs each
+# argument as a command in a turn of its own (or CPFS_TURNS=signal: one command, a new turn on
+# every SIGUSR1), writes log.json and turn-N.diff to /artifacts, and applies the result
+# through a verified plan (CPFS_DISCARD=1 leaves /workspace untouched).
 FROM node:20-bookworm-slim
 RUN apt-get update \
  && apt-get install -y --no-install-recommends python3 make g++ git ca-certificates fuse3 \
@@ -10,6 +16,7 @@ COPY scripts ./scripts
 COPY src ./src
 RUN npm ci --no-audit --no-fund && npm link
 ENV CPFS_HOME=/var/lib/cpfs
+VOLUME ["/workspace", "/artifacts"]
 WORKDIR /workspace
-ENTRYPOINT ["cpfs"]
-CMD ["--help"]
+ENTRYPOINT ["/opt/cpfs/scripts/ci-agent.sh"]
+CMD ["echo no command given; exit 2"]

@@ -1,0 +1,71 @@
+// The Docker image's entrypoint, run directly in a private mount namespace (as in the
+// container): a turn per command or per SIGUSR1, artifacts, apply or discard, exit codes.
+import t from 'tap'
+import * as fs from 'node:fs'
+import { spawn } from 'node:child_process'
+import { join } from 'node:path'
+import { CLI, ROOT, fuseAvailable, sleep, workspace } from './helpers.js'
+
+const SCRIPT = join(ROOT, 'scripts', 'ci-agent.sh')
+
+function shim (dir: string): string {
+  // The image puts cpfs on PATH (npm link); here a shim does.
+  const bin = join(dir, 'bin')
+  fs.mkdirSync(bin, { recursive: true })
+  fs.writeFileSync(join(bin, 'cpfs'), `#!/bin/sh\nexec ${process.execPath} ${CLI} "$@"\n`, { mode: 0o755 })
+  return bin
+}
+
+if (fuseAvailable(t)) {
+  t.test('a turn per command, artifacts, apply, the failing command\'s exit code', async t => {
+    const w = workspace(t, 'echo v1 > app.txt')
+    const art = join(w.home, '..', 'artifacts')
+    const env = `PATH=${shim(join(w.home, '..'))}:$PATH CPFS_WORKSPACE=${w.ws} CPFS_ARTIFACTS=${art}`
+    const r = w.sh(`${env} unshare -m --propagation private ${SCRIPT} "echo v2 > app.txt" "mkdir out && echo built > out/x" "exit 7" "echo never > never"`, '/')
+    t.equal(r.code, 7, 'exits with the failing command\'s code')
+    const log = JSON.parse(fs.readFileSync(join(art, 'log.json'), 'utf8'))
+    t.same(log.map((x: any) => x.message), [null, 'echo v2 > app.txt', 'mkdir out && echo built > out/x', 'exit 7'], 'one turn per command')
+    t.match(fs.readFileSync(join(art, 'turn-2.diff'), 'utf8'), /-v1\n\+v2/, 'a diff per turn')
+    t.match(fs.readFileSync(join(art, 'turn-3.diff'), 'utf8'), /\+built/)
+    t.match(fs.readFileSync(join(art, 'summary.txt'), 'utf8'), /verified \d+ paths[\s\S]*exit code 7/, 'summary')
+    t.equal(w.run('cat app.txt out/x'), 'v2\nbuilt\n', 'the result was applied to the workspace')
+    t.notOk(fs.existsSync(join(w.ws, 'never')))
+  })
+
+  t.test('CPFS_DISCARD=1 leaves the workspace untouched', async t => {
+    const w = workspace(t, 'echo v1 > app.txt')
+    const art = join(w.home, '..', 'artifacts')
+    const env = `PATH=${shim(join(w.home, '..'))}:$PATH CPFS_WORKSPACE=${w.ws} CPFS_ARTIFACTS=${art} CPFS_DISCARD=1`
+    const r = w.sh(`${env} unshare -m --propagation private ${SCRIPT} "echo v2 > app.txt"`, '/')
+    t.equal(r.code, 0)
+    t.equal(w.run('cat app.txt'), 'v1\n', 'nothing applied')
+    t.match(fs.readFileSync(join(art, 'turn-2.diff'), 'utf8'), /\+v2/, 'but the work is in the artifacts')
+  })
+
+  t.test('CPFS_TURNS=signal: every SIGUSR1 opens a new turn', async t => {
+    const w = workspace(t, 'echo v1 > app.txt')
+    const art = join(w.home, '..', 'artifacts')
+    const env = { ...w.env, PATH: `${shim(join(w.home, '..'))}:${process.env.PATH}`, CPFS_WORKSPACE: w.ws, CPFS_ARTIFACTS: art, CPFS_TURNS: 'signal' }
+    // The command steps on when the test says so (files outside the workspace).
+    const sync = join(w.home, '..', 'sync')
+    fs.mkdirSync(sync)
+    const step = (n: string) => `touch ${sync}/done-${n}; while [ ! -e ${sync}/go-${n} ]; do sleep 0.05; done`
+    const child = spawn('unshare', ['-m', '--propagation', 'private', SCRIPT, 'bash', '-c', `echo a > a; ${step('a')}; echo b > b; ${step('b')}; echo c > c`], { env, stdio: 'ignore' })
+    const until = async (f: string) => { for (let i = 0; i < 200 && !fs.existsSync(join(sync, f)); i++) await sleep(50) }
+    // unshare execs the script: same pid.
+    const pid = child.pid!
+    await until('done-a')
+    process.kill(pid, 'SIGUSR1')
+    await sleep(1000) // the trap runs cpfs turn
+    fs.writeFileSync(join(sync, 'go-a'), '')
+    await until('done-b')
+    process.kill(pid, 'SIGUSR1')
+    await sleep(1000)
+    fs.writeFileSync(join(sync, 'go-b'), '')
+    const code = await new Promise<number | null>(resolve => child.once('exit', resolve))
+    t.equal(code, 0, 'the command\'s exit code')
+    const log = JSON.parse(fs.readFileSync(join(art, 'log.json'), 'utf8'))
+    t.same(log.map((x: any) => x.changes.map((c: any) => c.path)), [['/a'], ['/b'], ['/c']], 'the work is split at each signal')
+    t.equal(w.run('cat a b c'), 'a\nb\nc\n', 'and applied')
+  })
+}
