@@ -1,5 +1,6 @@
 // Human-readable output. Colours only on a TTY and never with NO_COLOR.
 import type { StatusInfo } from '../api.js'
+import type { PruneReport, StoreInfo } from '../housekeeping.js'
 import type { PlanSummary } from '../plans/run.js'
 import type { TurnInfo } from '../session/session.js'
 import type { Change } from '../plans/changes.js'
@@ -125,4 +126,24 @@ export function formatDiff (changes: Change[]): string {
     }
   }
   return out.join('\n')
+}
+
+export function formatAll (list: StoreInfo[]): string {
+  if (list.length === 0) return 'no workspace has cpfs history here'
+  const rows = list.map(s => [
+    s.workspace,
+    s.orphaned ? 'orphaned' : s.mounted ? 'mounted' : 'not mounted',
+    s.turns === null ? '-' : String(s.turns),
+    bytes(s.bytes),
+    s.lastUsed ? age(s.lastUsed) : '-'
+  ])
+  const header = ['WORKSPACE', 'STATE', 'TURNS', 'SIZE', 'LAST USED']
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map(r => r[i].length)))
+  const line = (r: string[]) => r.map((c, i) => c.padEnd(widths[i])).join('  ').trimEnd()
+  return [dim(line(header)), ...rows.map(line)].join('\n')
+}
+
+export function formatPrune (r: PruneReport): string {
+  if (r.removed) return `${r.workspace}: orphaned history removed (${bytes(r.before)})`
+  return `${r.workspace}: merged ${r.squashed ?? 0} old turns, deleted ${r.layersDeleted ?? 0} layers and ${r.chunksDeleted ?? 0} chunks; store ${bytes(r.before)} -> ${bytes(r.after)}`
 }

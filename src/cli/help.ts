@@ -12,7 +12,9 @@ Usage: cpfs <command> [options]
   fork TURN DEST [DIR]   write the view at TURN into a new directory with its own history
   undo [DIR]             drop everything since the last cpfs turn
   redo [DIR]             bring back what the last rewind or undo dropped
-  status [DIR]           mounted or not, head, pending turns, store
+  status [DIR]           mounted or not, head, pending turns, store (--all: every store)
+  prune [DIR]            retention: merge old turns, delete unreferenced data
+  forget [DIR]           delete a workspace's whole history
   exec [DIR] -- CMD...   mount, run CMD inside, unmount (CI agents; --sandbox, --discard)
   mcp [DIR]              an MCP server on stdio: an agent lists, diffs, rewinds its own turns
   hook claude-code [DIR] the UserPromptSubmit hook: one turn per prompt (reads the hook JSON)
@@ -125,10 +127,33 @@ CMD, and the mount is always cleaned up.
 
 Examples:  cpfs exec . -- npm test
            cpfs exec . --sandbox --turn-per-command -- "npm ci" "npm run build"`,
-  status: `Usage: cpfs status [DIR] [--json] [--stats] [--reset-stats]
+  prune: `Usage: cpfs prune [DIR] [--keep-turns N] [--older-than DAYS] [--max-size SIZE] [--orphans] [--json]
+
+Keep the store's disk use bounded. Merges the oldest turns into one (so the original tree
+and every kept turn stay rewindable byte-exact; the merged turns in between no longer are),
+then deletes layers and chunks that nothing references any more. Turns are renumbered;
+external ids stay with their turns. Needs the workspace unmounted and its turns applied.
+  --keep-turns N      keep the newest N turns
+  --older-than DAYS   merge turns sealed more than DAYS ago
+  --max-size SIZE     merge the oldest turns until the store is at most SIZE (e.g. 2G)
+  --orphans           delete the history of workspaces that no longer exist
+Without options, the "prune" settings of $CPFS_HOME/config.json apply, e.g.
+  { "prune": { "keepTurns": 50, "olderThanDays": 30, "maxSize": "2G" } }
+
+Example:  cpfs prune ~/src/app --keep-turns 20`,
+  forget: `Usage: cpfs forget [DIR] [--yes] [--force] [--json]
+
+Delete the whole cpfs history of DIR (its store and records); the real directory is not
+touched. Asks for confirmation (or --yes); refuses while DIR is mounted, or while it has
+turns not yet applied to the real directory unless --force.
+
+Example:  cpfs forget ~/src/old-project --yes`,
+  status: `Usage: cpfs status [DIR] [--all] [--json] [--stats] [--reset-stats]
 
 Show whether DIR is mounted (and the daemon's pid), the head turn, the number of turns, the
 turns not yet applied to the real directory (pending), redo steps and the store.
+--all lists every workspace with history under CPFS_HOME: mounted or not, turns, size on
+disk, last used, and "orphaned" when the workspace no longer exists.
 --stats adds, while mounted, every FUSE operation the daemon answered with its count and the
 time spent in it; --reset-stats zeroes them (to measure one step).
 

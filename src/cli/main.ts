@@ -4,12 +4,15 @@
 import { parseArgs } from 'node:util'
 import { CpfsError, isCpfsError } from '../errors.js'
 import * as api from '../api.js'
-import { formatDiff, formatLog, formatPreview, formatStat, formatStatus, formatSummary } from './format.js'
+import { formatAll, formatDiff, formatLog, formatPreview, formatPrune, formatStat, formatStatus, formatSummary } from './format.js'
 import { statSync, writeFileSync } from 'node:fs'
 import { exec as execCommand } from '../exec.js'
 import { serveMcp } from '../mcp.js'
 import { claudeCodeHook } from '../hook.js'
+import * as hk from '../housekeeping.js'
+import { createInterface } from 'node:readline'
 import { resolve } from 'node:path'
+const resolve2 = resolve
 import { findWorkspace, isRegistered } from '../store/locate.js'
 import { HELP, usage } from './help.js'
 
@@ -175,6 +178,46 @@ const commands: Record<string, Command> = {
       return 0
     }
   },
+  prune: {
+    options: { ...dirStore, 'keep-turns': { type: 'string' }, 'older-than': { type: 'string' }, 'max-size': { type: 'string' }, orphans: { type: 'boolean' }, ...json },
+    args: ['DIR?'],
+    run: async (pos, f) => {
+      const num = (v: unknown, what: string) => {
+        if (v === undefined) return undefined
+        if (!/^\d+$/.test(String(v))) throw new CpfsError('USAGE', `${what} must be a whole number, not "${v}"`, `see cpfs prune --help`)
+        return Number(v)
+      }
+      const reports: hk.PruneReport[] = []
+      if (f.orphans) reports.push(...await hk.pruneOrphans())
+      if (!f.orphans || pos.DIR) {
+        const progress = process.stderr.isTTY && !f.json ? (m: string) => process.stderr.write(`\rcpfs: ${m}\x1b[K`) : undefined
+        reports.push(await hk.prune({ ...target(pos, f), keepTurns: num(f['keep-turns'], '--keep-turns'), olderThanDays: num(f['older-than'], '--older-than'), maxSize: f['max-size'] as string | undefined, onProgress: progress }))
+        if (progress) process.stderr.write('\r\x1b[K')
+      }
+      out(f.json ? JSON.stringify(reports, null, 2) : reports.map(formatPrune).join('\n') || 'nothing to prune')
+      return 0
+    }
+  },
+  forget: {
+    options: { ...dirStore, yes: { type: 'boolean' }, force: { type: 'boolean' }, ...json },
+    args: ['DIR?'],
+    run: async (pos, f) => {
+      const t = target(pos, f)
+      if (!f.yes) {
+        if (!process.stdin.isTTY) throw new CpfsError('USAGE', 'forget deletes the whole history and needs confirmation', 'pass --yes')
+        const rl = createInterface({ input: process.stdin, output: process.stderr })
+        const answer = await new Promise<string>(resolve => rl.question(`Delete every turn of ${resolve2(t.dir!)}? This cannot be undone. [y/N] `, resolve))
+        rl.close()
+        if (!/^y(es)?$/i.test(answer.trim())) {
+          out('kept the history')
+          return 1
+        }
+      }
+      const r = await hk.forget({ ...t, force: Boolean(f.force) })
+      out(f.json ? JSON.stringify(r) : `forgot the history of ${r.workspace} (the real directory is untouched)`)
+      return 0
+    }
+  },
   fork: {
     options: { ...dirStore, ...json },
     args: ['TURN', 'DEST', 'DIR?'],
@@ -206,9 +249,14 @@ const commands: Record<string, Command> = {
     }
   },
   status: {
-    options: { ...dirStore, stats: { type: 'boolean' }, 'reset-stats': { type: 'boolean' }, ...json },
+    options: { ...dirStore, stats: { type: 'boolean' }, 'reset-stats': { type: 'boolean' }, all: { type: 'boolean' }, ...json },
     args: ['DIR?'],
     run: async (pos, f) => {
+      if (f.all) {
+        const list = await hk.statusAll()
+        out(f.json ? JSON.stringify(list, null, 2) : formatAll(list))
+        return 0
+      }
       if (f['reset-stats']) {
         await api.resetStats(target(pos, f))
         return 0

@@ -1,0 +1,171 @@
+// Housekeeping: every store under CPFS_HOME (status --all), retention (prune), and deleting a
+// workspace's whole history (forget). Settings can live in $CPFS_HOME/config.json:
+//   { "prune": { "keepTurns": 50, "olderThanDays": 30, "maxSize": "2G" } }
+import * as fs from 'node:fs'
+import { join } from 'node:path'
+import * as api from './api.js'
+import { CpfsError } from './errors.js'
+import { ping } from './control/client.js'
+import { Session } from './session/session.js'
+import { prune as pruneSession, squashOldest, type PruneResult } from './session/prune.js'
+import { collectGarbage } from './store/gc.js'
+import { cpfsHome, isMounted, locate } from './store/locate.js'
+
+export interface StoreInfo {
+  workspace: string
+  store: string
+  dir: string
+  mounted: boolean
+  orphaned: boolean
+  turns: number | null
+  bytes: number
+  lastUsed: number
+}
+
+export function dirBytes (p: string): number {
+  let total = 0
+  try {
+    for (const name of fs.readdirSync(p)) {
+      const st = fs.lstatSync(join(p, name))
+      total += st.isDirectory() ? dirBytes(join(p, name)) : st.size
+    }
+  } catch {}
+  return total
+}
+
+function newest (p: string): number {
+  let t = 0
+  try {
+    for (const name of fs.readdirSync(p)) {
+      const st = fs.lstatSync(join(p, name))
+      t = Math.max(t, st.isDirectory() ? newest(join(p, name)) : st.mtimeMs)
+    }
+  } catch {}
+  return Math.floor(t)
+}
+
+export function parseSize (s: string | number): number {
+  if (typeof s === 'number') return s
+  const m = /^(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?$/i.exec(s.trim())
+  if (!m) throw new CpfsError('USAGE', `cannot read the size "${s}"`, 'write it like 500M or 2G')
+  const mult = { '': 1, K: 1024, M: 1024 ** 2, G: 1024 ** 3, T: 1024 ** 4 }[m[2].toUpperCase() as '' | 'K' | 'M' | 'G' | 'T']
+  return Math.floor(Number(m[1]) * mult)
+}
+
+export interface PruneSettings {
+  keepTurns?: number
+  olderThanDays?: number
+  maxSize?: string | number
+}
+
+export function configuredPrune (): PruneSettings {
+  const file = join(cpfsHome(), 'config.json')
+  try {
+    return JSON.parse(fs.readFileSync(file, 'utf8')).prune ?? {}
+  } catch (err: any) {
+    if (err.code === 'ENOENT') return {}
+    throw new CpfsError('BAD_CONFIG', `cannot read ${file}: ${err.message}`, 'fix or remove the file')
+  }
+}
+
+/** Every workspace with history under CPFS_HOME. */
+export async function statusAll (): Promise<StoreInfo[]> {
+  const home = cpfsHome()
+  const out: StoreInfo[] = []
+  let names: string[] = []
+  try {
+    names = fs.readdirSync(home)
+  } catch {
+    return out
+  }
+  for (const name of names.sort()) {
+    const dir = join(home, name)
+    let rec: { workspace: string, store: string }
+    try {
+      rec = JSON.parse(fs.readFileSync(join(dir, 'workspace.json'), 'utf8'))
+    } catch {
+      continue
+    }
+    const orphaned = !fs.existsSync(rec.workspace)
+    const mounted = !orphaned && isMounted(rec.workspace) && await ping(join(dir, 'control.sock'))
+    let turns: number | null = null
+    if (!orphaned) {
+      try {
+        turns = (await api.status({ dir: rec.workspace, store: rec.store })).turns
+      } catch {}
+    }
+    out.push({ workspace: rec.workspace, store: rec.store, dir, mounted, orphaned, turns, bytes: dirBytes(rec.store), lastUsed: newest(rec.store) })
+  }
+  return out
+}
+
+export interface PruneReport extends Partial<PruneResult> {
+  workspace: string
+  before: number
+  after: number
+  removed?: boolean
+}
+
+async function openOffline (dir: string, store?: string): Promise<{ session: Session, close: () => Promise<void> }> {
+  const loc = locate(dir, store)
+  if (isMounted(loc.workspace)) throw new CpfsError('MOUNTED', `${loc.workspace} is mounted`, `run cpfs unmount ${loc.workspace} first`)
+  const fd = fs.openSync(loc.workspace, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY)
+  const session = await Session.open({ storePath: loc.store, workspace: loc.workspace, dirFd: fd, create: false }).catch((err) => { fs.closeSync(fd); throw err })
+  return { session, close: async () => { await session.close(); fs.closeSync(fd) } }
+}
+
+/** Apply retention to one workspace (not mounted) and collect garbage. */
+export async function prune (opts: api.Target & PruneSettings & { onProgress?: (msg: string) => void }): Promise<PruneReport> {
+  const loc = locate(opts.dir ?? '.', opts.store)
+  const settings = opts.keepTurns === undefined && opts.olderThanDays === undefined && opts.maxSize === undefined ? configuredPrune() : opts
+  const before = dirBytes(loc.store)
+  const { session, close } = await openOffline(loc.workspace, opts.store)
+  let result: PruneResult
+  try {
+    result = await pruneSession(session, { keepTurns: settings.keepTurns, olderThanDays: settings.olderThanDays, onProgress: opts.onProgress })
+    if (settings.maxSize !== undefined) {
+      const max = parseSize(settings.maxSize)
+      // Merge the oldest turns one more at a time until the store fits (or one turn is left
+      // besides the original tree and the head).
+      while (dirBytes(loc.store) > max && session.meta.stack.length > 2) {
+        const sq = await squashOldest(session, 2)
+        if (sq.squashed === 0) break
+        const gc = await collectGarbage(session.store, opts.onProgress)
+        result = { squashed: result.squashed + sq.squashed - 1, turns: sq.turns, layersDeleted: result.layersDeleted + gc.layersDeleted, chunksDeleted: result.chunksDeleted + gc.chunksDeleted, bytesFreed: result.bytesFreed + gc.bytesFreed }
+      }
+    }
+  } finally {
+    await close()
+  }
+  return { workspace: loc.workspace, before, after: dirBytes(loc.store), ...result }
+}
+
+/** Delete a workspace's whole history. */
+export async function forget (opts: api.Target & { force?: boolean }): Promise<{ workspace: string, removed: string[] }> {
+  const loc = locate(opts.dir ?? '.', opts.store)
+  if (!fs.existsSync(join(loc.dir, 'workspace.json')) && !fs.existsSync(loc.store)) {
+    throw new CpfsError('NO_HISTORY', `no cpfs history for ${loc.workspace}`, 'nothing to forget')
+  }
+  if (isMounted(loc.workspace)) throw new CpfsError('MOUNTED', `${loc.workspace} is mounted`, `run cpfs unmount ${loc.workspace} first`)
+  if (!opts.force && fs.existsSync(join(loc.store, 'db'))) {
+    const st = await api.status({ dir: loc.workspace, store: opts.store })
+    if (st.pending > 0) {
+      throw new CpfsError('PENDING', `${st.pending} turn${st.pending === 1 ? ' is' : 's are'} not applied to the real directory; forgetting would lose ${st.pending === 1 ? 'it' : 'them'}`, `run cpfs unmount ${loc.workspace} to apply, or pass --force`)
+    }
+  }
+  const removed = [loc.store, loc.dir].filter(p => fs.existsSync(p))
+  for (const p of removed) fs.rmSync(p, { recursive: true, force: true })
+  return { workspace: loc.workspace, removed }
+}
+
+/** Remove the history of every workspace that no longer exists. */
+export async function pruneOrphans (): Promise<PruneReport[]> {
+  const out: PruneReport[] = []
+  for (const s of await statusAll()) {
+    if (!s.orphaned) continue
+    fs.rmSync(s.store, { recursive: true, force: true })
+    fs.rmSync(s.dir, { recursive: true, force: true })
+    out.push({ workspace: s.workspace, before: s.bytes, after: 0, removed: true })
+  }
+  return out
+}

@@ -1,0 +1,78 @@
+// Retention: squash the oldest turns into one layer, then collect garbage. Turn T's view is
+// the origin plus layers 1..T-1, so replacing layers 1..k by their merged view S (the View's
+// flattened entries, which apply to an empty view exactly as the k layers did) keeps every
+// later turn's view byte-exact, and the first turn (the original tree) too. What is lost is
+// the ability to rewind to the starts of turns 2..k. Turns are renumbered (k-1 fewer);
+// external ids stay with their turns. Redo stacks are cleared.
+import { CpfsError } from '../errors.js'
+import { View } from '../overlay/view.js'
+import { encode } from '../store/codec.js'
+import type { Entry } from '../store/entries.js'
+import { collectGarbage, type GcResult } from '../store/gc.js'
+import { entryKey, turnKey, type BatchOp } from '../store/keys.js'
+import type { TurnRecord } from '../store/store.js'
+import type { Session } from './session.js'
+
+export interface SquashResult {
+  squashed: number
+  turns: number
+}
+
+/** Merge turns 1..k into one. A no-op for k < 2. */
+export async function squashOldest (session: Session, k: number): Promise<SquashResult> {
+  const meta = session.meta
+  const { stack, applied } = meta
+  if (k < 2) return { squashed: 0, turns: stack.length }
+  if (k > stack.length - 1) k = stack.length - 1 // the head turn is never squashed
+  if (k < 2) return { squashed: 0, turns: stack.length }
+  for (let i = 0; i < k; i++) {
+    if (applied.length > 0 && applied[i] !== stack[i]) {
+      throw new CpfsError('PENDING', 'turns to be pruned are not applied to the real directory', 'run cpfs unmount (it applies them) before pruning')
+    }
+  }
+  const old = stack.slice(0, k)
+  for (const id of old) if (!session.layers.has(id)) session.layers.set(id, await session.store.loadLayer(id))
+  const merged: Map<string, Entry> = View.build(session.origin, old.map(id => session.layers.get(id)!)).entries
+  const layer = meta.nextLayer++
+  const first = session.store.turnRecord(old[0])
+  const last = session.store.turnRecord(old[k - 1])
+  const rec: TurnRecord = { layer, openedAt: first.openedAt, sealedAt: last.sealedAt ?? Date.now(), message: `turns 1-${k} (merged by cpfs prune)` }
+  const ops: BatchOp[] = [{ type: 'put', key: turnKey(layer), value: encode(rec) }]
+  for (const [p, e] of merged) ops.push({ type: 'put', key: entryKey(layer, p), value: encode(e) })
+  meta.stack = [layer, ...stack.slice(k)]
+  if (applied.length >= k) meta.applied = [layer, ...applied.slice(k)]
+  meta.redo = []
+  ops.push(session.store.metaOp())
+  await session.store.batch(ops, true)
+  session.layers.set(layer, new Map(merged))
+  for (const id of old) session.layers.delete(id)
+  return { squashed: k, turns: meta.stack.length }
+}
+
+export interface PruneOptions {
+  keepTurns?: number
+  olderThanDays?: number
+  onProgress?: (msg: string) => void
+}
+
+export interface PruneResult extends SquashResult, GcResult {}
+
+export async function prune (session: Session, opts: PruneOptions): Promise<PruneResult> {
+  const { stack } = session.meta
+  let k = 0
+  if (opts.keepTurns !== undefined) k = Math.max(k, stack.length - opts.keepTurns)
+  if (opts.olderThanDays !== undefined) {
+    const cutoff = Date.now() - opts.olderThanDays * 86400_000
+    let n = 0
+    while (n < stack.length - 1) {
+      const rec = session.store.turnRecord(stack[n])
+      if (!rec.sealedAt || rec.sealedAt >= cutoff) break
+      n++
+    }
+    k = Math.max(k, n)
+  }
+  const sq = await squashOldest(session, k)
+  opts.onProgress?.(`squashed ${sq.squashed} turns; collecting garbage`)
+  const gc = await collectGarbage(session.store, opts.onProgress)
+  return { ...sq, ...gc }
+}
