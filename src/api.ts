@@ -12,7 +12,7 @@ import type { ReadyInfo } from './daemon/daemon.js'
 import { runDaemon } from './daemon/daemon.js'
 import { loadFuse, unmountPath } from './fuse/mount.js'
 import { applyStack, recover, runPlan, viewOf, type PlanSummary } from './plans/run.js'
-import { diffTurns, previewRewind, type RewindPreview } from './plans/preview.js'
+import { diffTurns, logWithLines, previewRewind, type RewindPreview } from './plans/preview.js'
 import type { Change } from './plans/changes.js'
 import { Session, type TurnInfo } from './session/session.js'
 import { checkStoreOutside, isMounted, locate, register, type Location } from './store/locate.js'
@@ -154,10 +154,12 @@ export async function turn (opts: Target & { message?: string, id?: string } = {
   return r.head
 }
 
-export async function log (opts: Target = {}): Promise<TurnInfo[]> {
+/** The turns; with `lines`, also the lines each added and removed (reads changed text files). */
+export async function log (opts: Target & { lines?: boolean } = {}): Promise<TurnInfo[]> {
   const loc = where(opts)
-  return await viaDaemonOr(loc, 'log', {}, async (s) => s.log())
+  return await viaDaemonOr(loc, 'log', { lines: Boolean(opts.lines) }, async (s) => await logWithLines(s, Boolean(opts.lines)))
 }
+
 
 export interface RewindResult {
   head: number

@@ -32,11 +32,12 @@ export function formatLog (turns: TurnInfo[]): string {
     (t.head ? '*' : ' ') + String(t.turn),
     age(t.openedAt),
     `${t.files} file${t.files === 1 ? '' : 's'}`,
+    t.insertions === undefined ? '' : `+${t.insertions} -${t.deletions}`,
     bytes(t.bytes),
     t.id ?? '',
     t.message ?? ''
   ])
-  const header = ['TURN', 'OPENED', 'CHANGED', 'BYTES', 'ID', 'MESSAGE']
+  const header = ['TURN', 'OPENED', 'CHANGED', 'LINES', 'BYTES', 'ID', 'MESSAGE']
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map(r => r[i].length)))
   const line = (r: string[]) => r.map((c, i) => i === r.length - 1 ? c : c.padEnd(widths[i])).join('  ').trimEnd()
   return [dim(line(header)), ...rows.map(r => r[0].startsWith('*') ? bold(line(r)) : line(r))].join('\n')

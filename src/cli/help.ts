@@ -20,7 +20,7 @@ Usage: cpfs <command> [options]
   hook claude-code [DIR] the UserPromptSubmit hook: one turn per prompt (reads the hook JSON)
   unmount [DIR]          unmount and apply the result to the real directory, verified
 
-Run cpfs <command> --help for options and an example.
+Run cpfs <command> --help for options and an example; eval "$(cpfs completion bash)" completes.
 Example session:
   cpfs mount ~/src/app && cd ~/src/app
   ... work ...;  cpfs turn -m "add login form"
@@ -48,8 +48,9 @@ cpfs rewind <id> later goes back to just before that message.
 Example:  cpfs turn -m "refactor the parser" --id msg_0142`,
   log: `Usage: cpfs log [DIR] [--json]
 
-List the turns: number (* marks the head), when it was opened, how many paths and bytes it
-changed, its external id and message. --json adds each turn's changed paths.
+List the turns: number (* marks the head), when it was opened, how many paths, lines (+/-,
+text files) and bytes it changed, its external id and message. --json adds each turn's
+changed paths.
 
 Example:  cpfs log --json | jq '.[] | select(.files > 0) | .turn'`,
   diff: `Usage: cpfs diff [TURN | A..B] [DIR] [--stat] [--json]

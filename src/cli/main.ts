@@ -76,7 +76,7 @@ const commands: Record<string, Command> = {
     options: { ...dirStore, ...json },
     args: ['DIR?'],
     run: async (pos, f) => {
-      const turns = await api.log(target(pos, f))
+      const turns = await api.log({ ...target(pos, f), lines: true })
       out(f.json ? JSON.stringify(turns, null, 2) : formatLog(turns))
       return 0
     }
@@ -280,8 +280,24 @@ const commands: Record<string, Command> = {
   }
 }
 
+const COMPLETION = `# cpfs bash completion: eval "$(cpfs completion bash)"
+_cpfs () {
+  local cur=\${COMP_WORDS[COMP_CWORD]}
+  if [ "$COMP_CWORD" -eq 1 ]; then
+    COMPREPLY=( $(compgen -W "${'mount turn log diff rewind undo redo restore fork status unmount exec mcp hook prune forget completion'}" -- "$cur") )
+  else
+    COMPREPLY=( $(compgen -d -- "$cur") )
+  fi
+}
+complete -F _cpfs cpfs`
+
 async function main (argv: string[]): Promise<number> {
   const [name, ...rest] = argv
+  if (name === 'completion') {
+    if (rest[0] !== 'bash') throw new CpfsError('USAGE', 'completion is available for bash', 'run: eval "$(cpfs completion bash)"')
+    out(COMPLETION)
+    return 0
+  }
   if (!name || name === 'help' || name === '--help' || name === '-h') {
     out(HELP)
     return name ? 0 : 2

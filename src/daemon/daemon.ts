@@ -12,7 +12,7 @@ import { makeOps, type OpStats } from '../fuse/ops.js'
 import { mountFuse, unmountPath, loadFuse } from '../fuse/mount.js'
 import { Invalidator } from '../fuse/invalidate.js'
 import { applyStack, recover } from '../plans/run.js'
-import { diffTurns, previewRewind } from '../plans/preview.js'
+import { diffTurns, logWithLines, previewRewind } from '../plans/preview.js'
 import { forkView } from '../plans/fork.js'
 import { Session } from '../session/session.js'
 import { isMounted, type Location } from '../store/locate.js'
@@ -107,7 +107,7 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
       case 'status': return { ...session.status(), mounted: true, pid: process.pid, ops: stats }
       case 'reset-stats': stats.counts = {}; stats.ms = {}; return null
       case 'turn': return { head: await session.turn({ message: a.message as string | undefined, id: a.id as string | undefined }) }
-      case 'log': return session.log()
+      case 'log': return await logWithLines(session, Boolean(a.lines))
       case 'rewind': return await withInvalidation(() => session.rewind(a.turn as string))
       case 'undo': return await withInvalidation(() => session.undo())
       case 'redo': return await withInvalidation(() => session.redo())

@@ -2,7 +2,7 @@
 // would change — answered with the same planner that the real run uses, so a dry run says
 // exactly what the rewind then does.
 import { CpfsError, isCpfsError } from '../errors.js'
-import type { Session } from '../session/session.js'
+import type { Session, TurnInfo } from '../session/session.js'
 import { describeChanges, totals, type Change } from './changes.js'
 import { planViews, touchedPaths } from './planner.js'
 import { findDrift, layersOf, realToStack, viewOf } from './run.js'
@@ -70,4 +70,27 @@ export async function previewRewind (session: Session, spec: string, mounted: bo
   const out: RewindPreview = { canRewind: drift.length === 0, filesChanged: changes.map(c => c.path.slice(1)), insertions, deletions, changes, drift }
   if (drift.length) out.error = `the real directory changed outside cpfs: ${drift.slice(0, 5).join(', ')} (use --force to replace)`
   return out
+}
+
+/** Lines added and removed by each turn of the stack (text files only). */
+export async function lineCounts (session: Session): Promise<Array<{ insertions: number, deletions: number }>> {
+  await session.flushAll(false)
+  const stack = session.meta.stack
+  const out = []
+  let from = await viewOf(session, [])
+  for (let i = 0; i < stack.length; i++) {
+    const to = await viewOf(session, stack.slice(0, i + 1))
+    const layer = await layersOf(session, [stack[i]])
+    out.push(totals(describeChanges(from, to, touchedPaths(layer, []), session.chunks)))
+    from = to
+  }
+  return out
+}
+
+/** The log; with `lines`, each turn also carries the lines it added and removed. */
+export async function logWithLines (session: Session, lines: boolean): Promise<TurnInfo[]> {
+  const turns = session.log()
+  if (!lines) return turns
+  const counts = await lineCounts(session)
+  return turns.map((t, i) => ({ ...t, insertions: counts[i].insertions, deletions: counts[i].deletions }))
 }

@@ -30,6 +30,9 @@ export interface TurnInfo {
   bytes: number
   head: boolean
   changes: Array<{ path: string, change: 'added' | 'modified' | 'deleted' }>
+  /** Lines added and removed in text files (cpfs log; not computed for hooks). */
+  insertions?: number
+  deletions?: number
 }
 
 export interface SessionStatus {
