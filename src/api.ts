@@ -15,7 +15,7 @@ import { applyStack, recover, runPlan, viewOf, type PlanSummary } from './plans/
 import { diffTurns, logWithLines, previewRewind, type RewindPreview } from './plans/preview.js'
 import type { Change } from './plans/changes.js'
 import { Session, type TurnInfo } from './session/session.js'
-import { checkStoreOutside, isMounted, locate, register, type Location } from './store/locate.js'
+import { checkStoreOutside, dirBytes, isMounted, locate, register, type Location } from './store/locate.js'
 import { checkDest, forkView } from './plans/fork.js'
 
 export interface Target {
@@ -291,17 +291,6 @@ export async function redo (opts: Target & { force?: boolean } = {}): Promise<Re
     const r = await s.redo()
     return { ...r, mounted: false, summary }
   })
-}
-
-function dirBytes (p: string): number {
-  let total = 0
-  try {
-    for (const name of fs.readdirSync(p)) {
-      const st = fs.lstatSync(join(p, name))
-      total += st.isDirectory() ? dirBytes(join(p, name)) : st.size
-    }
-  } catch {}
-  return total
 }
 
 /** Reset the daemon's per-operation statistics (benchmarks measure one step at a time). */

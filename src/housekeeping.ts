@@ -9,7 +9,7 @@ import { ping } from './control/client.js'
 import { Session } from './session/session.js'
 import { prune as pruneSession, squashOldest, type PruneResult } from './session/prune.js'
 import { collectGarbage } from './store/gc.js'
-import { cpfsHome, isMounted, locate } from './store/locate.js'
+import { cpfsHome, dirBytes, isMounted, locate } from './store/locate.js'
 
 export interface StoreInfo {
   workspace: string
@@ -20,17 +20,6 @@ export interface StoreInfo {
   turns: number | null
   bytes: number
   lastUsed: number
-}
-
-export function dirBytes (p: string): number {
-  let total = 0
-  try {
-    for (const name of fs.readdirSync(p)) {
-      const st = fs.lstatSync(join(p, name))
-      total += st.isDirectory() ? dirBytes(join(p, name)) : st.size
-    }
-  } catch {}
-  return total
 }
 
 function newest (p: string): number {

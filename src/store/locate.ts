@@ -124,3 +124,15 @@ export function isRegistered (dir: string): boolean {
     return false
   }
 }
+
+/** Bytes of all files below p (a store's size on disk). */
+export function dirBytes (p: string): number {
+  let total = 0
+  try {
+    for (const name of fs.readdirSync(p)) {
+      const st = fs.lstatSync(join(p, name))
+      total += st.isDirectory() ? dirBytes(join(p, name)) : st.size
+    }
+  } catch {}
+  return total
+}
