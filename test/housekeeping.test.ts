@@ -66,6 +66,17 @@ if (fuseAvailable(t)) {
     t.equal(rep.turns, 3, 'config.json keepTurns: 2 applied')
     const sized = JSON.parse(w.ok('prune', w.ws, '--max-size', '1500K', '--json'))[0]
     t.ok(sized.after <= 1500 * 1024, `--max-size brought the store to ${sized.after} bytes`)
+    w.ok('mount', w.ws)
+    for (let i = 0; i < 3; i++) {
+      w.run(`echo ${i} > t${i}`)
+      w.ok('turn', w.ws)
+    }
+    w.ok('unmount', w.ws)
+    const view = manifest(w.ws)
+    const aged = JSON.parse(w.ok('prune', w.ws, '--older-than', '0', '--json'))[0]
+    t.equal(aged.turns, 2, '--older-than 0 merges every sealed turn: the original tree and the head remain')
+    w.ok('rewind', '2', w.ws)
+    t.same(manifest(w.ws), view, 'the head view is intact')
     r = w.cpfs('prune', w.ws, '--keep-turns', 'lots')
     t.match(r.stderr, /^cpfs: --keep-turns must be a whole number/)
     t.equal(w.run('cat more'), 'more\n', 'the workspace is intact')
