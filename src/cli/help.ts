@@ -104,7 +104,7 @@ Example:  cpfs undo && cpfs redo`,
 Claude Code's UserPromptSubmit hook: reads the hook's JSON on stdin and opens a new turn for
 the prompt, with the id <session>:<n> (the n-th prompt of that session) and the prompt's
 first line as message. Never blocks a prompt: it always exits 0 and prints nothing on stdout.
-In .claude/settings.json:
+Example (.claude/settings.json):
   { "hooks": { "UserPromptSubmit": [ { "hooks": [
       { "type": "command", "command": "cpfs hook claude-code" } ] } ] } }
 Then: cpfs log shows one turn per prompt; cpfs rewind <session>:<n> goes back to before it.`,
