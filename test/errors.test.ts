@@ -125,7 +125,12 @@ if (fuseAvailable(t)) {
     w.run('echo new > top.txt')
     const holder = spawn('bash', ['-c', 'sleep 600'], { cwd: join(w.ws, 'd'), stdio: 'ignore' })
     t.teardown(() => holder.kill('SIGKILL'))
-    await new Promise(resolve => setTimeout(resolve, 200))
+    for (let i = 0; i < 200; i++) {
+      try {
+        if (fs.readlinkSync(`/proc/${holder.pid}/cwd`) === join(w.ws, 'd')) break
+      } catch {}
+      await new Promise(resolve => setTimeout(resolve, 20))
+    }
     oneLineError(t, w.cpfs('unmount', w.ws), /is busy/, 'unmount while a process uses the mount')
     t.ok(isMountedAt(w.ws), 'still mounted')
     t.equal(w.run('cat top.txt'), 'new\n', 'and still working')

@@ -60,9 +60,9 @@ if (fuseAvailable(t)) {
     // stays until a has looked (each applies its result to the real directory when it ends).
     const agent = (name: string, look: number, stay: number) => spawn(process.execPath, [CLI, 'exec', w.ws, '--sandbox', '--', 'bash', '-c',
       `echo ${name} > ${name}.txt; sleep ${look}; ls > /tmp/seen-by-${name}-${process.pid}; sleep ${stay}`], { env: w.env, stdio: ['ignore', 'pipe', 'pipe'] })
-    const a = agent('a', 1, 0)
+    const a = agent('a', 2, 0)
     await sleep(300)
-    const b = agent('b', 0, 1.5)
+    const b = agent('b', 0, 3)
     const [ca, cb] = await Promise.all([a, b].map(c => new Promise<number | null>(resolve => c.once('exit', resolve))))
     t.equal(ca, 0, 'agent a succeeded')
     t.equal(cb, 0, 'agent b succeeded')
