@@ -15,11 +15,11 @@ import * as fs from 'node:fs'
 import { fsError } from '../errors.js'
 import type { ChunkStore } from '../store/chunks.js'
 import {
-  CHUNK_SIZE, SRC, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG, chunkCount, cloneEntry, typeBits,
+  CHUNK_SIZE, SRC, S_IFMT, chunkCount, cloneEntry, typeBits,
   type DirEntry, type Entry, type FileEntry, type LinkEntry, type LiveEntry
 } from '../store/entries.js'
-import { readChunks, type Origin, type OriginStat } from './origin.js'
-import { isWithin, join, parentOf, rebase } from './paths.js'
+import { readChunks, type Origin } from './origin.js'
+import { isWithin, parentOf, rebase } from './paths.js'
 import { View, resolvedType, type Resolved } from './view.js'
 
 export interface Attr {
@@ -419,10 +419,6 @@ export class Overlay {
     return node
   }
 
-  handleNode (fh: number): FileNode | undefined {
-    return this.handles.get(fh)?.node
-  }
-
   // ---- namespace ------------------------------------------------------------------------
 
   /** Check that p's parent is a directory; returns its attributes. */
@@ -692,9 +688,4 @@ export class Overlay {
   }
 }
 
-export function modeType (mode: number): 'f' | 'd' | 'l' | null {
-  const t = mode & S_IFMT
-  return t === S_IFREG ? 'f' : t === S_IFDIR ? 'd' : t === S_IFLNK ? 'l' : null
-}
 
-export type { OriginStat }

@@ -2,9 +2,9 @@
 // win, whiteouts and opaque directories remove what they hide), over the origin. Lookups
 // walk at most the path's depth in memory and never touch LevelDB. The live overlay keeps
 // one View up to date as the head layer changes; plans build read-only Views for any stack.
-import type { DirEntry, Entry, LiveEntry } from '../store/entries.js'
+import type { Entry, LiveEntry } from '../store/entries.js'
 import type { Origin, OriginStat } from './origin.js'
-import { ancestors, baseName, isWithin, join, parentOf, rebase } from './paths.js'
+import { ancestors, baseName, join, parentOf, rebase } from './paths.js'
 
 export type Resolved =
   | { kind: 'upper', entry: LiveEntry }
@@ -146,13 +146,5 @@ export class View {
     const out: Array<[string, Entry]> = []
     for (const q of this.below(p)) out.push([q, this.entries.get(q)!])
     return out
-  }
-
-  isDirEntry (e: Entry | undefined): e is DirEntry {
-    return e !== undefined && e.t === 'd'
-  }
-
-  contains (p: string, dir: string): boolean {
-    return isWithin(p, dir)
   }
 }

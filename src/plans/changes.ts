@@ -42,9 +42,6 @@ export function readAll (view: View, r: Resolved, chunks: ChunkStore): Buffer {
   return buf
 }
 
-function sizeOf (r: Resolved): number {
-  return r.kind === 'upper' ? (r.entry as FileEntry).size : (r.stat as any).size
-}
 
 function isText (b: Buffer): boolean {
   return b.length <= TEXT_LIMIT && !b.subarray(0, 8192).includes(0)
@@ -219,9 +216,4 @@ export function totals (changes: Change[]): { insertions: number, deletions: num
     deletions += c.deletions
   }
   return { insertions, deletions }
-}
-
-/** Size helper for summaries. */
-export function sizeOfResolved (r: Resolved): number {
-  return sizeOf(r)
 }
