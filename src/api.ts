@@ -3,7 +3,7 @@
 // the workspace is mounted, or opens the store itself when it is not.
 import { spawn } from 'node:child_process'
 import * as fs from 'node:fs'
-import { dirname, isAbsolute, join, relative, resolve as resolvePath } from 'node:path'
+import { basename, dirname, isAbsolute, join, relative, resolve as resolvePath } from 'node:path'
 import { normaliseUserPath } from './overlay/paths.js'
 import { fileURLToPath } from 'node:url'
 import { CpfsError } from './errors.js'
@@ -15,7 +15,7 @@ import { applyStack, recover, runPlan, viewOf, type PlanSummary } from './plans/
 import { diffTurns, logWithLines, previewRewind, type RewindPreview } from './plans/preview.js'
 import type { Change } from './plans/changes.js'
 import { Session, type TurnInfo } from './session/session.js'
-import { checkStoreOutside, dirBytes, isMounted, locate, register, type Location } from './store/locate.js'
+import { checkStoreOutside, dirBytes, isMounted, locate, register, workspaceDir, type Location } from './store/locate.js'
 import { checkDest, forkView } from './plans/fork.js'
 
 export interface Target {
@@ -230,9 +230,11 @@ export async function fork (turnSpec: string | number, dest: string, opts: Targe
   const loc = where(opts)
   const destAbs = resolvePath(dest)
   checkDest(destAbs, loc.workspace)
-  const existing = fs.existsSync(destAbs) ? locate(destAbs) : null
-  if (existing && fs.existsSync(join(existing.dir, 'workspace.json'))) {
-    throw new CpfsError('FORK_DEST', `${destAbs} already has cpfs history from an earlier directory at that path`, `remove ${existing.dir} or fork elsewhere`)
+  // A history left by an earlier directory at DEST's path would be taken for DEST's own:
+  // refuse before writing anything.
+  const destReal = join(fs.realpathSync(dirname(destAbs)), basename(destAbs))
+  if (fs.existsSync(join(workspaceDir(destReal), 'workspace.json'))) {
+    throw new CpfsError('FORK_DEST', `${destAbs} already has cpfs history from an earlier directory at that path`, `remove ${workspaceDir(destReal)} or fork elsewhere`)
   }
   const r = await viaDaemonOr(loc, 'fork', { turn: String(turnSpec), dest: destAbs }, async (s) => {
     const t = s.resolveTurn(turnSpec)
@@ -240,9 +242,6 @@ export async function fork (turnSpec: string | number, dest: string, opts: Targe
   })
   // DEST's own history: turn 1 is the forked view, nothing pending.
   const dloc = locate(r.dest)
-  if (fs.existsSync(join(dloc.dir, 'workspace.json'))) {
-    throw new CpfsError('FORK_DEST', `${r.dest} already has cpfs history from an earlier directory at that path`, `remove ${dloc.dir}; the files were written`)
-  }
   register(dloc)
   const fd = fs.openSync(r.dest, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY)
   try {

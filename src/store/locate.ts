@@ -45,14 +45,19 @@ function realWorkspace (dir: string): { path: string, stale: boolean } {
   return { path: fs.realpathSync(abs), stale: false }
 }
 
+/** The per-workspace directory under CPFS_HOME for the real path `workspace` (need not exist). */
+export function workspaceDir (workspace: string): string {
+  const name = basename(workspace).replace(/[^A-Za-z0-9._-]/g, '_').slice(0, 32) || 'root'
+  return join(cpfsHome(), `${name}-${workspaceId(workspace)}`)
+}
+
 export function locate (dir: string, storeOverride?: string): Location {
   const { path: workspace, stale } = realWorkspace(dir)
   const home = cpfsHome()
-  const name = basename(workspace).replace(/[^A-Za-z0-9._-]/g, '_').slice(0, 32) || 'root'
   const id = workspaceId(workspace)
   // A sandboxed run (cpfs exec --sandbox) keeps its socket, log and store in a directory of
   // its own, so that several sandboxes can mount the same workspace at once.
-  const wdir = process.env.CPFS_STATE_DIR ? resolve(process.env.CPFS_STATE_DIR) : join(home, `${name}-${id}`)
+  const wdir = process.env.CPFS_STATE_DIR ? resolve(process.env.CPFS_STATE_DIR) : workspaceDir(workspace)
   let store = storeOverride ? resolve(storeOverride) : undefined
   if (!store) {
     try {
