@@ -311,18 +311,26 @@ export class Session {
   }
 
   /** Restore paths to their state at the start of turn `spec`, as a change in the head turn. */
-  async restore (spec: string | number, paths: string[]): Promise<{ turn: number, paths: string[] }> {
+  /** The view at the start of turn `spec`, after checking that every path exists now or then. */
+  private async restoreSource (spec: string | number, paths: string[], now: View): Promise<{ turn: number, src: View }> {
     const t = this.resolveTurn(spec)
-    for (const id of this.meta.stack.slice(0, t - 1)) if (!this.layers.has(id)) this.layers.set(id, await this.store.loadLayer(id))
-    const src = View.build(this.origin, this.meta.stack.slice(0, t - 1).map(id => this.layers.get(id)!))
+    const stack = this.meta.stack.slice(0, t - 1)
+    for (const id of stack) if (!this.layers.has(id)) this.layers.set(id, await this.store.loadLayer(id))
+    const src = View.build(this.origin, stack.map(id => this.layers.get(id)!))
     for (const p of paths) {
-      if (!this.overlay.view.resolve(p) && !src.resolve(p)) {
+      if (!now.resolve(p) && !src.resolve(p)) {
         throw new CpfsError('NO_SUCH_PATH', `${p.slice(1)} exists neither now nor at the start of turn ${t}`, 'check the path (relative to the workspace) with cpfs diff')
       }
     }
+    return { turn: t, src }
+  }
+
+  /** Restore paths to their state at the start of turn `spec`, as a change in the head turn. */
+  async restore (spec: string | number, paths: string[]): Promise<{ turn: number, paths: string[] }> {
+    const { turn, src } = await this.restoreSource(spec, paths, this.overlay.view)
     for (const p of paths) this.overlay.restore(p, src)
     await this.flushAll(true)
-    return { turn: t, paths }
+    return { turn, paths }
   }
 
   /**
@@ -330,25 +338,18 @@ export class Session {
    * the view it would produce, the paths it touches, and `commit` to make it the head.
    */
   async prepareRestore (spec: string | number, paths: string[]): Promise<{ turn: number, view: View, touched: Set<string>, commit: () => Promise<void> }> {
-    const t = this.resolveTurn(spec)
     const stack = this.meta.stack
-    for (const id of stack) if (!this.layers.has(id)) this.layers.set(id, await this.store.loadLayer(id))
-    const src = View.build(this.origin, stack.slice(0, t - 1).map(id => this.layers.get(id)!))
     const head = this.overlay.head
     const copy = new Map(head)
     const view = View.build(this.origin, [...stack.slice(0, -1).map(id => this.layers.get(id)!), copy])
+    const { turn: t, src } = await this.restoreSource(spec, paths, view)
     const scratch = new Overlay(view, copy, this.origin, this.chunks, {
       onChange: () => {},
       allocIno: () => { this.metaDirty = true; return this.store.allocIno() },
       checkSpace: () => {},
       onWrite: () => {}
     })
-    for (const p of paths) {
-      if (!view.resolve(p) && !src.resolve(p)) {
-        throw new CpfsError('NO_SUCH_PATH', `${p.slice(1)} exists neither now nor at the start of turn ${t}`, 'check the path (relative to the workspace) with cpfs diff')
-      }
-      scratch.restore(p, src)
-    }
+    for (const p of paths) scratch.restore(p, src)
     const touched = new Set<string>(paths)
     for (const k of new Set([...head.keys(), ...copy.keys()])) if (head.get(k) !== copy.get(k)) touched.add(k)
     const commit = async (): Promise<void> => {
