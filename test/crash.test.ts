@@ -56,6 +56,24 @@ if (fuseAvailable(t)) {
     t.notOk(fs.existsSync(join(w.ws, 'sealed.txt')))
   })
 
+  t.test('a live rewind and a redo survive kill -9 as soon as they return', async t => {
+    const w = workspace(t, TREE)
+    const start = manifest(w.ws)
+    w.ok('mount', w.ws)
+    w.run('echo changed > top && rm -rf a')
+    w.ok('turn', w.ws)
+    w.run('echo more > more')
+    const head = manifest(w.ws)
+    w.ok('rewind', '1', w.ws)
+    await kill9(w.home)
+    w.ok('mount', w.ws)
+    t.same(manifest(w.ws), start, 'the rewound view is what comes back after kill -9')
+    w.ok('redo', w.ws)
+    await kill9(w.home)
+    w.ok('mount', w.ws)
+    t.same(manifest(w.ws), head, 'and so is a redo')
+  })
+
   t.test('closed files survive kill -9 without fsync', async t => {
     const w = workspace(t, TREE)
     w.ok('mount', w.ws)
