@@ -1,4 +1,4 @@
-# An image for sandboxed CI agents: Node 20, cpfs installed with its patched FUSE binding.
+# An image for sandboxed CI agents: Node 20, cpfs installed with its native addon.
 #   docker build -t cpfs .
 #   docker run --device /dev/fuse --cap-add SYS_ADMIN \
 #     -v "$PWD:/workspace" -v "$PWD/artifacts:/artifacts" cpfs "npm ci" "npm test"
@@ -11,7 +11,7 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends python3 make g++ git ca-certificates fuse3 \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /opt/cpfs
-COPY package.json package-lock.json tsconfig.json ./
+COPY package.json package-lock.json tsconfig.json binding.gyp ./
 COPY scripts ./scripts
 COPY src ./src
 RUN npm ci --no-audit --no-fund && npm link

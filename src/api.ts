@@ -10,7 +10,7 @@ import { CpfsError } from './errors.js'
 import { call, ping } from './control/client.js'
 import type { ReadyInfo } from './daemon/daemon.js'
 import { runDaemon } from './daemon/daemon.js'
-import { loadFuse, unmountPath } from './fuse/mount.js'
+import { checkFuse, unmountPath } from './fuse/mount.js'
 import { applyStack, recover, runPlan, viewOf, type PlanSummary } from './plans/run.js'
 import { diffTurns, logWithLines, previewRewind, type RewindPreview } from './plans/preview.js'
 import type { Change } from './plans/changes.js'
@@ -95,7 +95,7 @@ export async function mount (opts: MountOptions = {}): Promise<ReadyInfo> {
       throw new CpfsError('ALREADY_MOUNTED', `${loc.workspace} is already mounted by cpfs (daemon pid ${st.pid})`, `use it as it is, or run cpfs unmount ${loc.workspace} first`)
     }
   }
-  loadFuse() // fail here, with the real reason, before a daemon is started
+  checkFuse() // fail here, with the real reason, before a daemon is started
   register(loc)
   if (opts.foreground) {
     return await new Promise<ReadyInfo>((resolve, reject) => {

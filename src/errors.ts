@@ -5,6 +5,7 @@
 export type FsCode =
   | 'ENOENT' | 'EEXIST' | 'ENOTDIR' | 'EISDIR' | 'ENOTEMPTY' | 'EINVAL' | 'EPERM'
   | 'EACCES' | 'ENOSPC' | 'EIO' | 'EBADF' | 'ESTALE' | 'ENAMETOOLONG' | 'EXDEV' | 'EROFS'
+  | 'EFBIG' | 'ENODATA' | 'ERANGE' | 'ENOTSUP' | 'E2BIG' | 'ENXIO' | 'EMLINK' | 'EOVERFLOW'
 
 export class CpfsError extends Error {
   readonly code: string

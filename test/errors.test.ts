@@ -101,10 +101,10 @@ if (fuseAvailable(t)) {
     t.same(manifest(w.ws), before, 'the workspace is unchanged')
   })
 
-  t.test('missing /dev/fuse and missing libfuse', async t => {
+  t.test('missing /dev/fuse and a missing native addon', async t => {
     const w = workspace(t, TREE)
-    const lib = join(ROOT, 'node_modules/fuse-native/build/Release/libfuse.so')
-    // Private mount namespaces: hide /dev/fuse, or the bundled libfuse, from one command only.
+    const lib = join(ROOT, 'build/Release/cpfs_native.node')
+    // Private mount namespaces: hide /dev/fuse, or the built addon, from one command only.
     const noDev = w.sh(`unshare -m bash -euc '
       mount --make-rprivate /
       mount -t tmpfs none /dev
@@ -114,7 +114,7 @@ if (fuseAvailable(t)) {
       mount --make-rprivate /
       mount --bind /dev/null ${lib}
       exec node ${CLI} mount ${w.ws}'`)
-    oneLineError(t, noLib, /cannot load fuse-native/, 'missing libfuse')
+    oneLineError(t, noLib, /cannot load the cpfs native addon/, 'missing native addon')
     t.notOk(isMountedAt(w.ws), 'nothing was mounted')
     t.same(fs.readdirSync(w.ws).sort(), ['d', 'top.txt'], 'nothing written into the workspace')
   })

@@ -8,9 +8,11 @@ import { join } from 'node:path'
 import { CpfsError } from '../errors.js'
 import { serve } from '../control/server.js'
 import type { Request } from '../control/protocol.js'
-import { makeOps, type OpStats } from '../fuse/ops.js'
-import { mountFuse, unmountPath, loadFuse } from '../fuse/mount.js'
-import { Invalidator } from '../fuse/invalidate.js'
+import { Channel } from '../fuse/channel.js'
+import { FuseOps } from '../fuse/ops.js'
+import { cacheTimeout, checkFuse, mountFuse, unmountPath } from '../fuse/mount.js'
+import { Notifier } from '../fuse/invalidate.js'
+import { ancestors } from '../overlay/paths.js'
 import { applyStack, recover } from '../plans/run.js'
 import { diffTurns, logWithLines, previewRewind } from '../plans/preview.js'
 import { forkView } from '../plans/fork.js'
@@ -32,7 +34,7 @@ export interface ReadyInfo {
 
 export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) => void): Promise<void> {
   const { loc } = opts
-  loadFuse() // fail early, before touching anything, when FUSE is unusable
+  checkFuse() // fail early, before touching anything, when FUSE is unusable
   if (isMounted(loc.workspace)) {
     // A mount whose daemon died (kill -9): detach it so the real directory is reachable.
     await unmountPath(loc.workspace, true)
@@ -52,22 +54,71 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
     await session.close()
     throw err
   }
-  const stats: OpStats = { counts: {}, ms: {} }
-  let fuse: { close: () => Promise<void> }
+  let fd: number
   try {
-    fuse = await mountFuse(loc.workspace, makeOps(session, stats), { allowOther: opts.allowOther })
+    fd = mountFuse(loc.workspace, { allowOther: opts.allowOther })
   } catch (err) {
     await session.close()
     throw err
   }
-  const invalidator = Invalidator.find()
-  // Changes the daemon makes on its own must not be hidden by the kernel's caches: drop every
-  // cached entry under the names the root had before or has after the change.
+  const ch = new Channel(fd)
+  const ops = new FuseOps(session, session.overlay.getattr('/').ino, { cacheTimeout: cacheTimeout() })
+  ops.register(ch)
+  const notifier = new Notifier(fd)
+  ch.onError = (err, req) => {
+    process.stderr.write(`cpfs daemon: ${new Date().toISOString()} internal error in ${req.opcode}: ${(err as any)?.stack ?? err}\n`)
+  }
+  const initDone = new Promise<void>((resolve) => { ops.onInit = resolve })
+  ch.start()
+  await initDone
+
+  // The daemon's own changes (rewind, redo, undo, restore) must not be hidden by the kernel's
+  // caches: every dentry is looked up again (one epoch bump), nodes whose path now leads to
+  // another inode lose that name, and the attributes, pages and listings of the touched paths
+  // and their directories are dropped.
+  let pendingInval: Set<string> | null = null
+  session.onViewChange = (touched) => {
+    pendingInval ??= new Set()
+    for (const p of touched) pendingInval.add(p)
+  }
+  const invalidate = async (): Promise<void> => {
+    const touched = pendingInval
+    pendingInval = null
+    if (!touched || touched.size === 0 || ch.closed) return
+    const affected = (p: string): boolean => {
+      if (touched.has(p)) return true
+      for (const a of ancestors(p)) if (touched.has(a)) return true
+      return false
+    }
+    const ov = session.overlay
+    // Nodes by the names the kernel knew them under, before those names are re-checked.
+    const stale = new Set<number>()
+    for (const n of ops.nodes.all()) if (n.path !== null && affected(n.path)) stale.add(n.id)
+    for (const p of touched) {
+      for (const a of ancestors(p)) {
+        const d = ops.nodes.at(a)
+        if (d) stale.add(d.id)
+      }
+      if (ops.negotiated.minor < 44) {
+        const parent = ops.nodes.at(ancestors(p).next().value as string)
+        if (parent) notifier.invalEntry(parent.id, p.slice(p.lastIndexOf('/') + 1))
+      }
+    }
+    ops.nodes.revalidate((p, ino) => {
+      if (!affected(p)) return true
+      const r = ov.view.resolve(p)
+      return r !== null && ov.attrOf(r).ino === ino
+    })
+    if (ops.negotiated.minor >= 44) notifier.incEpoch()
+    for (const id of stale) notifier.invalInode(id, false)
+    await notifier.flush()
+  }
   const withInvalidation = async <T>(fn: () => Promise<T>): Promise<T> => {
-    const before = session.overlay.view.readdir('/')
-    const result = await fn()
-    if (invalidator) await invalidator.rootNames([...before, ...session.overlay.view.readdir('/')])
-    return result
+    try {
+      return await fn()
+    } finally {
+      await invalidate()
+    }
   }
   const pidFile = join(loc.dir, 'daemon.pid')
   fs.writeFileSync(pidFile, String(process.pid) + '\n', { mode: 0o600 })
@@ -80,13 +131,14 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
     closing = true
     try {
       await session.flushAll(true)
-      await unmountPath(loc.workspace)
+      if (!ch.closed) await unmountPath(loc.workspace)
     } catch (err) {
       closing = false
       throw err
     }
-    await fuse.close()
-    await invalidator?.close()
+    ch.stop()
+    try { fs.closeSync(fd) } catch {}
+    await notifier.close()
     server?.close()
     try { fs.unlinkSync(pidFile) } catch {}
     let summary: unknown = null
@@ -104,8 +156,8 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
     if (closing && req.cmd !== 'ping') throw new CpfsError('BUSY', 'the mount is shutting down', 'wait for cpfs unmount to finish')
     switch (req.cmd) {
       case 'ping': return { pid: process.pid }
-      case 'status': return { ...session.status(), mounted: true, pid: process.pid, ops: stats }
-      case 'reset-stats': stats.counts = {}; stats.ms = {}; return null
+      case 'status': return { ...session.status(), mounted: true, pid: process.pid, ops: ch.stats, nodes: ops.nodes.size }
+      case 'reset-stats': ch.stats = { counts: {}, ms: {} }; return null
       case 'turn': return { head: await session.turn({ message: a.message as string | undefined, id: a.id as string | undefined }) }
       case 'log': return await logWithLines(session, Boolean(a.lines))
       case 'rewind': return await withInvalidation(() => session.rewind(a.turn as string))
@@ -129,6 +181,16 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
     process.stderr.write(`cpfs daemon: ${sig}, unmounting without applying (history kept)\n`)
     shutdown(false, false).catch((err) => {
       process.stderr.write(`cpfs daemon: cannot unmount on ${sig}: ${err.message}\n`)
+    })
+  }
+  // The mount can vanish under the daemon (umount -l, fusermount -u -z, an aborted
+  // connection): then there is nothing to unmount; persist, release the store and exit.
+  ch.onEnd = (why) => {
+    if (closing) return
+    process.stderr.write(`cpfs daemon: ${why}; saving the history and exiting\n`)
+    shutdown(false, false).catch((err) => {
+      process.stderr.write(`cpfs daemon: cannot shut down cleanly: ${err.message}\n`)
+      process.exit(1)
     })
   }
   process.on('SIGTERM', () => onSignal('SIGTERM'))

@@ -1,4 +1,6 @@
-// The one place where error codes become errno numbers. fuse-native wants negative errnos.
+// The one place where error codes become errno numbers (positive, as the FUSE reply header
+// wants them negated). Overlay errors carry POSIX names as codes; a full store is ENOSPC;
+// anything else is EIO.
 import { constants } from 'node:os'
 import { isCpfsError } from '../errors.js'
 
@@ -9,6 +11,7 @@ export function toErrno (err: unknown): number {
   if (isCpfsError(err)) code = err.code
   else if (err && typeof (err as any).code === 'string') code = (err as any).code
   if (code === 'STORE_WRITE') code = 'ENOSPC'
+  if (code === 'EOPNOTSUPP') code = 'ENOTSUP'
   const n = code !== undefined ? errno[code] : undefined
-  return -(n ?? errno.EIO)
+  return n ?? errno.EIO
 }

@@ -1,18 +1,26 @@
-// Kernel cache invalidation for a live rewind. fuse-native's libfuse 2 high-level API has no
-// call for it, so cpfs speaks the kernel protocol itself: FUSE_NOTIFY_INVAL_ENTRY for every
-// name in the mount's root directory, written to the daemon's /dev/fuse descriptor. The
-// kernel drops each such dentry and everything cached below it (d_invalidate), so the next
-// path walk looks everything up again. The root's node id is always 1; no other node id is
-// known outside libfuse, which is why invalidation starts at the root.
-import * as fs from 'node:fs'
+// Kernel cache invalidation, for the changes the daemon makes on its own (rewind, redo, undo,
+// restore): the kernel caches entries, attributes, directory listings and file pages for as
+// long as cpfs allows, which is safe only because every such change is followed by exact
+// invalidation. The messages are FUSE notifications written to /dev/fuse from a worker thread
+// (see notify-worker.ts for why).
 import { Worker } from 'node:worker_threads'
+import { Notify, OUT_HEADER } from './kernel.js'
+import { writeU64 } from './wire.js'
 
-export class Invalidator {
+function header (len: number, code: Notify): Buffer {
+  const b = Buffer.alloc(len)
+  b.writeUInt32LE(len, 0)
+  b.writeInt32LE(code, 4) // a notification carries its code in the error field, unique 0
+  return b
+}
+
+export class Notifier {
   private readonly worker: Worker
   private next = 0
   private readonly waiting = new Map<number, () => void>()
+  private queued: Buffer[] = []
 
-  private constructor (fd: number) {
+  constructor (fd: number) {
     this.worker = new Worker(new URL('./notify-worker.js', import.meta.url), { workerData: { fd } })
     this.worker.unref()
     this.worker.on('message', (m: { id: number }) => {
@@ -21,25 +29,40 @@ export class Invalidator {
     })
   }
 
-  /** The invalidator for this process's FUSE session, or null if none is found. */
-  static find (): Invalidator | null {
-    let fd: number | null = null
-    for (const name of fs.readdirSync('/proc/self/fd')) {
-      try {
-        if (fs.readlinkSync(`/proc/self/fd/${name}`) === '/dev/fuse') fd = Number(name)
-      } catch {}
-    }
-    return fd === null ? null : new Invalidator(fd)
+  /** Every cached dentry (positive and negative) must be looked up again (protocol 7.44). */
+  incEpoch (): void {
+    this.queued.push(header(OUT_HEADER, Notify.INC_EPOCH))
   }
 
-  /** Invalidate the cached entries of these root-level names (and all below them). */
-  rootNames (names: Iterable<string>): Promise<void> {
-    const list = [...new Set(names)]
-    if (list.length === 0) return Promise.resolve()
+  /** Drop the cached attributes of a node, and its cached pages (or directory listing) too unless attrsOnly. */
+  invalInode (nodeid: number, attrsOnly: boolean): void {
+    const b = header(OUT_HEADER + 24, Notify.INVAL_INODE)
+    writeU64(b, 16, nodeid)
+    b.writeBigInt64LE(attrsOnly ? -1n : 0n, 24)
+    b.writeBigInt64LE(0n, 32)
+    this.queued.push(b)
+  }
+
+  /** Drop the cached entry `name` in directory node `parent` (and everything below it). */
+  invalEntry (parent: number, name: string): void {
+    const nb = Buffer.from(name)
+    const b = header(OUT_HEADER + 16 + nb.length + 1, Notify.INVAL_ENTRY)
+    writeU64(b, 16, parent)
+    b.writeUInt32LE(nb.length, 24)
+    b.writeUInt32LE(0, 28)
+    nb.copy(b, 32)
+    this.queued.push(b)
+  }
+
+  /** Write what is queued; resolves once the kernel has taken it all. */
+  flush (): Promise<void> {
+    const bufs = this.queued
+    this.queued = []
+    if (bufs.length === 0) return Promise.resolve()
     const id = this.next++
     return new Promise(resolve => {
       this.waiting.set(id, resolve)
-      this.worker.postMessage({ id, names: list })
+      this.worker.postMessage({ id, bufs })
     })
   }
 

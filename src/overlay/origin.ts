@@ -4,12 +4,14 @@
 // map, which therefore wins. So origin = base ⊕ real, and it never changes while history
 // exists — which is why layer entries may point at origin content (`src`, `redirect`).
 import * as fs from 'node:fs'
-import { CHUNK_SIZE, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG, type Entry, type LiveEntry } from '../store/entries.js'
+import { native } from '../native/index.js'
+import { CHUNK_SIZE, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG, fromNs, type Entry, type Kind, type LiveEntry } from '../store/entries.js'
 import type { ChunkStore } from '../store/chunks.js'
 import { ancestors, isWithin, join, parentOf } from './paths.js'
 
 export interface OriginStat {
-  t: 'f' | 'd' | 'l'
+  t: Kind
+  /** Full st_mode, type bits included. */
   mode: number
   uid: number
   gid: number
@@ -17,9 +19,37 @@ export interface OriginStat {
   atime: number
   mtime: number
   ctime: number
+  atimeNs: number
+  mtimeNs: number
+  ctimeNs: number
   ino: number
   nlink: number
   blocks: number
+  rdev: number
+}
+
+/** The kind of node an lstat mode describes: special files ('n') are FIFOs, sockets and devices. */
+export function kindOf (mode: number): Kind {
+  const fmt = mode & S_IFMT
+  return fmt === S_IFREG ? 'f' : fmt === S_IFDIR ? 'd' : fmt === S_IFLNK ? 'l' : 'n'
+}
+
+/** Extended attributes of a real path (never following a final symlink); undefined when none. */
+export function realXattrs (path: string): Record<string, Buffer> | undefined {
+  let names: string[]
+  try {
+    names = native.llistxattr(path)
+  } catch (err: any) {
+    if (err.code === 'ENOTSUP' || err.code === 'EOPNOTSUPP' || err.code === 'ENOENT') return undefined
+    throw err
+  }
+  if (names.length === 0) return undefined
+  const out: Record<string, Buffer> = {}
+  for (const name of names) {
+    const v = native.lgetxattr(path, name)
+    if (v) out[name] = v
+  }
+  return Object.keys(out).length ? out : undefined
 }
 
 export class Origin {
@@ -79,30 +109,43 @@ export class Origin {
   }
 
   realStat (p: string): OriginStat | null {
-    let st: fs.BigIntStats | fs.Stats | undefined
+    let st: fs.BigIntStats | undefined
     try {
-      st = fs.lstatSync(this.realPath(p), { throwIfNoEntry: false })
+      st = fs.lstatSync(this.realPath(p), { bigint: true, throwIfNoEntry: false })
     } catch (err: any) {
       if (err.code === 'ENOTDIR' || err.code === 'ENOENT' || err.code === 'ELOOP') return null
       throw err
     }
     if (!st) return null
-    const fmt = st.mode & S_IFMT
-    const t = fmt === S_IFREG ? 'f' : fmt === S_IFDIR ? 'd' : fmt === S_IFLNK ? 'l' : null
-    if (!t) return null // FIFOs, sockets and devices are not part of a workspace view
+    const mode = Number(st.mode)
+    const a = fromNs(st.atimeNs)
+    const m = fromNs(st.mtimeNs)
+    const c = fromNs(st.ctimeNs)
     return {
-      t,
-      mode: st.mode,
-      uid: st.uid,
-      gid: st.gid,
-      size: st.size,
-      atime: Math.floor(st.atimeMs),
-      mtime: Math.floor(st.mtimeMs),
-      ctime: Math.floor(st.ctimeMs),
-      ino: st.ino,
-      nlink: st.nlink,
-      blocks: st.blocks
+      t: kindOf(mode),
+      mode,
+      uid: Number(st.uid),
+      gid: Number(st.gid),
+      size: Number(st.size),
+      atime: a.ms,
+      mtime: m.ms,
+      ctime: c.ms,
+      atimeNs: a.ns,
+      mtimeNs: m.ns,
+      ctimeNs: c.ns,
+      ino: Number(st.ino),
+      nlink: Number(st.nlink),
+      blocks: Number(st.blocks),
+      rdev: Number(st.rdev)
     }
+  }
+
+  /** Extended attributes of origin path p. */
+  xattrs (p: string): Record<string, Buffer> | undefined {
+    const cover = this.baseCover(p)
+    if (cover === 'hidden') return undefined
+    if (cover) return cover.t === 'w' ? undefined : cover.x
+    return realXattrs(this.realPath(p))
   }
 
   /** Names in origin directory p (union of base and real, minus base whiteouts). */
@@ -118,8 +161,7 @@ export class Origin {
       } catch (err: any) {
         if (err.code !== 'ENOENT' && err.code !== 'ENOTDIR') throw err
       }
-      // FIFOs, sockets and devices are not part of a workspace view (d_type tells, no lstat).
-      for (const d of real) if (d.isFile() || d.isDirectory() || d.isSymbolicLink()) names.add(d.name)
+      for (const d of real) names.add(d.name)
     }
     const fromBase = this.baseChildren.get(p)
     if (fromBase) {

@@ -15,24 +15,60 @@ import * as fs from 'node:fs'
 import { fsError } from '../errors.js'
 import type { ChunkStore } from '../store/chunks.js'
 import {
-  CHUNK_SIZE, SRC, S_IFMT, chunkCount, cloneEntry, typeBits,
-  type DirEntry, type Entry, type FileEntry, type LinkEntry, type LiveEntry
+  CHUNK_SIZE, SRC, S_IFMT, chunkCount, cloneEntry, now, setTime, typeBits,
+  type DirEntry, type Entry, type FileEntry, type LinkEntry, type LiveEntry, type NodeEntry, type Time
 } from '../store/entries.js'
 import { readChunks, type Origin } from './origin.js'
 import { isWithin, parentOf, rebase } from './paths.js'
 import { View, resolvedType, type Resolved } from './view.js'
 
 export interface Attr {
+  /** Full st_mode, type bits included. */
   mode: number
   uid: number
   gid: number
   size: number
+  /** Times in milliseconds, and the nanoseconds within the millisecond. */
   atime: number
   mtime: number
   ctime: number
+  atimeNs: number
+  mtimeNs: number
+  ctimeNs: number
   ino: number
   nlink: number
   blocks: number
+  rdev: number
+}
+
+/** Who asks: the owner new files get (from the FUSE request header). */
+export interface Caller {
+  uid: number
+  gid: number
+}
+
+/** A time to set: a value, the current time, or leave it as it is. */
+export type TimeSet = Time | 'now' | null
+
+/** What a SETATTR changes; absent fields stay. */
+export interface SetAttr {
+  mode?: number
+  uid?: number
+  gid?: number
+  size?: number
+  atime?: TimeSet
+  mtime?: TimeSet
+  /** An explicit ctime (otherwise the change sets it to now). */
+  ctime?: Time
+}
+
+/** The metadata of an entry built from attributes (type bits dropped). */
+function metaOf (a: Attr | LiveEntry) {
+  const m: any = { mode: a.mode & 0o7777, uid: a.uid, gid: a.gid, atime: a.atime, mtime: a.mtime, ctime: a.ctime, ino: a.ino }
+  if (a.atimeNs) m.atimeNs = a.atimeNs
+  if (a.mtimeNs) m.mtimeNs = a.mtimeNs
+  if (a.ctimeNs) m.ctimeNs = a.ctimeNs
+  return m as { mode: number, uid: number, gid: number, atime: number, mtime: number, ctime: number, ino: number, atimeNs?: number, mtimeNs?: number, ctimeNs?: number }
 }
 
 export class FileNode {
@@ -67,9 +103,6 @@ export interface OverlayHooks {
   onWrite: () => void
 }
 
-// Values at or above 2^53 mean "leave this time alone" (the patched binding maps UTIME_OMIT).
-const OMIT = 2 ** 53
-
 export class Overlay {
   view: View
   head: Map<string, Entry>
@@ -79,8 +112,8 @@ export class Overlay {
   readonly nodes = new Map<string, FileNode>()
   private readonly handles = new Map<number, Handle>()
   private nextFh = 1
-  readonly uid = process.getuid?.() ?? 0
-  readonly gid = process.getgid?.() ?? 0
+  /** The daemon's own user: the owner when no caller is known (the control socket, tests). */
+  readonly self: Caller = { uid: process.getuid?.() ?? 0, gid: process.getgid?.() ?? 0 }
 
   constructor (view: View, head: Map<string, Entry>, origin: Origin, chunks: ChunkStore, hooks: OverlayHooks) {
     this.view = view
@@ -116,7 +149,7 @@ export class Overlay {
   attrOf (r: Resolved): Attr {
     if (r.kind === 'origin' && 'nlink' in r.stat) {
       const st = r.stat
-      return { mode: st.mode, uid: st.uid, gid: st.gid, size: st.size, atime: st.atime, mtime: st.mtime, ctime: st.ctime, ino: st.ino, nlink: st.t === 'd' ? st.nlink : 1, blocks: st.blocks }
+      return { mode: st.mode, uid: st.uid, gid: st.gid, size: st.size, atime: st.atime, mtime: st.mtime, ctime: st.ctime, atimeNs: st.atimeNs, mtimeNs: st.mtimeNs, ctimeNs: st.ctimeNs, ino: st.ino, nlink: st.t === 'd' ? st.nlink : 1, blocks: st.blocks, rdev: st.rdev }
     }
     const e = r.kind === 'upper' ? r.entry : r.stat as LiveEntry
     const size = e.t === 'f' ? e.size : e.t === 'l' ? Buffer.byteLength(e.target) : 4096
@@ -128,19 +161,35 @@ export class Overlay {
       atime: e.atime,
       mtime: e.mtime,
       ctime: e.ctime,
+      atimeNs: e.atimeNs ?? 0,
+      mtimeNs: e.mtimeNs ?? 0,
+      ctimeNs: e.ctimeNs ?? 0,
       ino: e.ino,
       nlink: e.t === 'd' ? 2 : 1,
-      blocks: e.t === 'f' ? Math.ceil(size / 512) : 0
+      blocks: e.t === 'f' ? Math.ceil(size / 512) : 0,
+      rdev: e.t === 'n' ? e.rdev : 0
     }
   }
 
-  fgetattr (fh: number, p: string): Attr {
+  /** Attributes through an open handle (fstat), or by path when the handle is unknown. */
+  fgetattr (fh: number, p: string | null): Attr {
     const h = this.handles.get(fh)
-    if (!h) return this.getattr(p)
-    const node = this.live(h)
-    if (node.entry) return this.attrOf({ kind: 'upper', entry: node.entry })
-    if (node.path) return this.getattr(node.path)
-    throw fsError('ESTALE', p)
+    if (!h) {
+      if (p === null) throw fsError('EBADF', String(fh))
+      return this.getattr(p)
+    }
+    return this.nodeAttr(this.live(h))
+  }
+
+  /** Some open handle of node (for changes to a file that lost its name), or null. */
+  handleOf (node: FileNode): number | null {
+    for (const [fh, h] of this.handles) if (h.node === node) return fh
+    return null
+  }
+
+  /** The open file behind a handle (the FUSE layer keeps it when the file loses its name). */
+  fileOf (fh: number): FileNode | null {
+    return this.handles.get(fh)?.node ?? null
   }
 
   readdir (p: string): string[] {
@@ -201,9 +250,18 @@ export class Overlay {
     }
   }
 
-  private newMeta (mode: number, ino?: number) {
-    const now = Date.now()
-    return { mode, uid: this.uid, gid: this.gid, atime: now, mtime: now, ctime: now, ino: ino ?? this.hooks.allocIno() }
+  private newMeta (mode: number, caller: Caller) {
+    const t = now()
+    const m = { mode, uid: caller.uid, gid: caller.gid, atime: t.ms, mtime: t.ms, ctime: t.ms, ino: this.hooks.allocIno() }
+    if (t.ns) Object.assign(m, { atimeNs: t.ns, mtimeNs: t.ns, ctimeNs: t.ns })
+    return m
+  }
+
+  /** Mark e changed now (ctime; with `modified`, mtime too). */
+  private stamp (e: LiveEntry, modified: boolean): void {
+    const t = now()
+    setTime(e, 'c', t)
+    if (modified) setTime(e, 'm', t)
   }
 
   private fromOrigin (r: Extract<Resolved, { kind: 'origin' }>): LiveEntry {
@@ -214,9 +272,13 @@ export class Overlay {
       delete c.n
       return c
     }
-    const meta = { mode: st.mode & ~S_IFMT, uid: st.uid, gid: st.gid, atime: st.atime, mtime: st.mtime, ctime: st.ctime, ino: st.ino }
+    const meta: any = { mode: st.mode & ~S_IFMT, uid: st.uid, gid: st.gid, atime: st.atime, mtime: st.mtime, ctime: st.ctime, ino: st.ino }
+    if (st.atimeNs) meta.atimeNs = st.atimeNs
+    if (st.mtimeNs) meta.mtimeNs = st.mtimeNs
+    if (st.ctimeNs) meta.ctimeNs = st.ctimeNs
     if (st.t === 'f') return { t: 'f', ...meta, size: st.size, chunks: new Array(chunkCount(st.size)).fill(SRC), src: r.originPath }
     if (st.t === 'l') return { t: 'l', ...meta, target: this.origin.readlink(r.originPath) }
+    if (st.t === 'n') return { t: 'n', ...meta, fmt: st.mode & S_IFMT, rdev: st.rdev }
     return { t: 'd', ...meta }
   }
 
@@ -283,13 +345,13 @@ export class Overlay {
     return fh
   }
 
-  create (p: string, mode: number): number {
+  create (p: string, mode: number, caller: Caller = this.self): number {
     if (this.view.resolve(p)) throw fsError('EEXIST', p)
     const parent = this.parentDir(p)
     this.hooks.checkSpace(0)
     this.touched()
     const n = this.needsWhiteout(p) ? undefined : 1
-    const e: FileEntry = { t: 'f', ...this.newMeta(mode & 0o7777), size: 0, chunks: [] }
+    const e: FileEntry = { t: 'f', ...this.newMeta(mode & 0o7777, caller), size: 0, chunks: [] }
     this.inherit(parent, e, false)
     if (n) e.n = 1
     this.setHead(p, e)
@@ -355,7 +417,7 @@ export class Overlay {
       done += n
     }
     if (end > e.size) e.size = end
-    e.mtime = e.ctime = Date.now()
+    this.stamp(e, true)
     if (node.path) this.hooks.onChange(node.path)
     return len
   }
@@ -375,7 +437,7 @@ export class Overlay {
       while (e.chunks.length < chunkCount(size)) e.chunks.push(null)
     }
     e.size = size
-    e.mtime = e.ctime = Date.now()
+    this.stamp(e, true)
     if (node.path) this.hooks.onChange(node.path)
   }
 
@@ -437,27 +499,40 @@ export class Overlay {
     if (isDir) meta.mode |= 0o2000
   }
 
-  mkdir (p: string, mode: number): void {
+  mkdir (p: string, mode: number, caller: Caller = this.self): void {
     if (this.view.resolve(p)) throw fsError('EEXIST', p)
     const parent = this.parentDir(p)
     this.hooks.checkSpace(0)
     this.touched()
     const n = this.needsWhiteout(p) ? undefined : 1
     // A new directory has no old children: opaque, so nothing below it is ever looked up.
-    const e: DirEntry = { t: 'd', ...this.newMeta(mode & 0o7777), opaque: 1, fresh: 1 }
+    const e: DirEntry = { t: 'd', ...this.newMeta(mode & 0o7777, caller), opaque: 1, fresh: 1 }
     this.inherit(parent, e, true)
     if (n) e.n = 1
     this.dropBelow(p)
     this.setHead(p, e)
   }
 
-  symlink (target: string, p: string): void {
+  /** A FIFO, socket or device node (mknod(2) of anything but a regular file). */
+  mknod (p: string, fmt: number, mode: number, rdev: number, caller: Caller = this.self): void {
     if (this.view.resolve(p)) throw fsError('EEXIST', p)
     const parent = this.parentDir(p)
     this.hooks.checkSpace(0)
     this.touched()
     const n = this.needsWhiteout(p) ? undefined : 1
-    const e: LinkEntry = { t: 'l', ...this.newMeta(0o777), target }
+    const e: NodeEntry = { t: 'n', ...this.newMeta(mode & 0o7777, caller), fmt, rdev }
+    this.inherit(parent, e, false)
+    if (n) e.n = 1
+    this.setHead(p, e)
+  }
+
+  symlink (target: string, p: string, caller: Caller = this.self): void {
+    if (this.view.resolve(p)) throw fsError('EEXIST', p)
+    const parent = this.parentDir(p)
+    this.hooks.checkSpace(0)
+    this.touched()
+    const n = this.needsWhiteout(p) ? undefined : 1
+    const e: LinkEntry = { t: 'l', ...this.newMeta(0o777, caller), target }
     this.inherit(parent, e, false)
     if (n) e.n = 1
     this.setHead(p, e)
@@ -493,12 +568,18 @@ export class Overlay {
     this.removePath(p, true)
   }
 
-  rename (src: string, dst: string): void {
-    if (src === dst) return
+  /**
+   * rename(2) and renameat2(2): `noReplace` fails with EEXIST when dst exists; `exchange`
+   * swaps two existing paths atomically (both must exist).
+   */
+  rename (src: string, dst: string, flags: { noReplace?: boolean, exchange?: boolean } = {}): void {
+    if (flags.exchange) return this.exchange(src, dst)
     const rs = this.resolve(src)
+    if (src === dst) return
     if (isWithin(dst, src)) throw fsError('EINVAL', dst)
     this.parentDir(dst)
     const rd = this.view.resolve(dst)
+    if (rd && flags.noReplace) throw fsError('EEXIST', dst)
     const srcIsDir = resolvedType(rs) === 'd'
     if (rd) {
       const dstIsDir = resolvedType(rd) === 'd'
@@ -516,6 +597,18 @@ export class Overlay {
     else this.renameLeaf(src, dst, rs)
   }
 
+  /** RENAME_EXCHANGE: three moves through a name no real path can have, in one synchronous op. */
+  private exchange (a: string, b: string): void {
+    this.resolve(a)
+    this.resolve(b)
+    if (a === b) return
+    if (isWithin(a, b) || isWithin(b, a)) throw fsError('EINVAL', b)
+    const tmp = parentOf(a) === '/' ? '/\u0000cpfs-exchange' : parentOf(a) + '/\u0000cpfs-exchange'
+    this.rename(a, tmp)
+    this.rename(b, a)
+    this.rename(tmp, b)
+  }
+
   private renameLeaf (src: string, dst: string, rs: Resolved): void {
     let moved: LiveEntry
     if (rs.kind === 'upper') moved = this.head.get(src) === rs.entry ? rs.entry : cloneEntry(rs.entry)
@@ -523,7 +616,7 @@ export class Overlay {
     this.removePath(src, false)
     if (this.needsWhiteout(dst)) delete moved.n
     else moved.n = 1
-    moved.ctime = Date.now()
+    this.stamp(moved, false)
     this.setHead(dst, moved)
     const node = this.nodes.get(src)
     if (node) {
@@ -550,7 +643,8 @@ export class Overlay {
     if (originDir !== null && this.origin.stat(originDir)?.t !== 'd') originDir = null
     const moved = this.view.subtree(src).map(([q, e]) => [rebase(q, src, dst), e, this.head.get(q) === e] as const)
     this.removePath(src, true)
-    const dir: DirEntry = { t: 'd', mode: attrs.mode & ~S_IFMT, uid: attrs.uid, gid: attrs.gid, atime: attrs.atime, mtime: attrs.mtime, ctime: Date.now(), ino: attrs.ino, opaque: 1, fresh: 1 }
+    const dir: DirEntry = { ...metaOf(attrs), t: 'd', opaque: 1, fresh: 1 }
+    this.stamp(dir, false)
     if (originDir !== null) dir.redirect = originDir
     if (!this.needsWhiteout(dst)) dir.n = 1
     this.setHead(dst, dir)
@@ -589,37 +683,51 @@ export class Overlay {
     const base = rs.kind === 'upper' ? rs.entry : this.fromOrigin(rs)
     const c = cloneEntry(base)
     c.ino = this.hooks.allocIno()
-    c.ctime = Date.now()
+    this.stamp(c, false)
     if (this.needsWhiteout(dst)) delete c.n
     else c.n = 1
     this.setHead(dst, c)
   }
 
-  chmod (p: string, mode: number): void {
-    this.touched()
-    const e = this.headEntry(p)
-    e.mode = mode & 0o7777
-    e.ctime = Date.now()
-    this.hooks.onChange(p)
+  /**
+   * chmod, chown, truncate and utimens in one step (a FUSE SETATTR): `p` names the file, or
+   * `fh` the open handle it goes through (ftruncate, and files whose name is gone).
+   */
+  setattr (p: string | null, fh: number | null, s: SetAttr): Attr {
+    const h = fh !== null ? this.handles.get(fh) : undefined
+    const node = h ? this.live(h) : null
+    if (s.size !== undefined) {
+      if (node) this.truncateNode(node, s.size)
+      else if (p !== null) this.truncate(p, s.size)
+    }
+    const meta = s.mode !== undefined || s.uid !== undefined || s.gid !== undefined || s.atime || s.mtime || s.ctime
+    if (meta) {
+      this.touched()
+      const path = node ? node.path : p
+      const e: LiveEntry = node ? this.headFile(node) : this.headEntry(p!)
+      const t = now()
+      if (s.mode !== undefined) e.mode = s.mode & 0o7777
+      if (s.uid !== undefined) e.uid = s.uid
+      if (s.gid !== undefined) e.gid = s.gid
+      if (s.atime) setTime(e, 'a', s.atime === 'now' ? t : s.atime)
+      if (s.mtime) setTime(e, 'm', s.mtime === 'now' ? t : s.mtime)
+      setTime(e, 'c', s.ctime ?? t)
+      if (path) this.hooks.onChange(path)
+    }
+    if (node) return this.nodeAttr(node)
+    return this.getattr(p!)
   }
 
-  chown (p: string, uid: number, gid: number): void {
-    this.touched()
-    const e = this.headEntry(p)
-    // -1 (as an unsigned 32-bit value) means "leave unchanged".
-    if (uid !== -1 && uid !== 0xffffffff) e.uid = uid
-    if (gid !== -1 && gid !== 0xffffffff) e.gid = gid
-    e.ctime = Date.now()
-    this.hooks.onChange(p)
-  }
-
-  utimens (p: string, atime: number, mtime: number): void {
-    this.touched()
-    const e = this.headEntry(p)
-    if (atime < OMIT) e.atime = Math.floor(atime)
-    if (mtime < OMIT) e.mtime = Math.floor(mtime)
-    e.ctime = Date.now()
-    this.hooks.onChange(p)
+  /** Attributes of an open file, whether or not it still has a name (nlink 0 when not). */
+  nodeAttr (node: FileNode): Attr {
+    if (node.stale) throw fsError('ESTALE', node.path ?? '(unlinked)')
+    const a = node.entry ? this.attrOf({ kind: 'upper', entry: node.entry }) : this.getattr(node.path!)
+    if (node.path === null) a.nlink = 0
+    if (node.dirty.size) {
+      // Unflushed chunks count as stored.
+      a.blocks = Math.max(a.blocks, Math.ceil(a.size / 512))
+    }
+    return a
   }
 
   /**
@@ -640,7 +748,7 @@ export class Overlay {
         const ra = src.resolve(a)
         if (!ra || resolvedType(ra) !== 'd') throw fsError('ENOTDIR', a, 'the parent is not a directory in the turn restored from')
         if (live) this.removePath(a, false)
-        const d: DirEntry = { t: 'd', ...this.newMeta(this.attrOf(ra).mode & 0o7777), opaque: 1, fresh: 1 }
+        const d: DirEntry = { t: 'd', ...this.newMeta(this.attrOf(ra).mode & 0o7777, this.self), opaque: 1, fresh: 1 }
         if (!this.needsWhiteout(a)) d.n = 1
         this.setHead(a, d)
       }
@@ -655,15 +763,15 @@ export class Overlay {
     const n = (q: string) => this.needsWhiteout(q) ? undefined : 1 as const
     if (resolvedType(r) !== 'd') {
       const e = r.kind === 'upper' ? cloneEntry(r.entry) : this.fromOrigin(r)
-      e.ctime = Date.now()
+      this.stamp(e, false)
       const nn = n(p)
       if (nn) e.n = nn
       else delete e.n
       this.setHead(p, e)
       return
     }
-    const attrs = this.attrOf(r)
-    const dir: DirEntry = { t: 'd', mode: attrs.mode & 0o7777, uid: attrs.uid, gid: attrs.gid, atime: attrs.atime, mtime: attrs.mtime, ctime: Date.now(), ino: attrs.ino, opaque: 1, fresh: 1 }
+    const dir: DirEntry = { ...metaOf(this.attrOf(r)), t: 'd', opaque: 1, fresh: 1 }
+    this.stamp(dir, false)
     const originDir = src.dirOriginPath(p)
     if (originDir !== null && this.origin.stat(originDir)?.t === 'd') dir.redirect = originDir
     const nn = n(p)

@@ -2,7 +2,7 @@
 // win, whiteouts and opaque directories remove what they hide), over the origin. Lookups
 // walk at most the path's depth in memory and never touch LevelDB. The live overlay keeps
 // one View up to date as the head layer changes; plans build read-only Views for any stack.
-import type { Entry, LiveEntry } from '../store/entries.js'
+import type { Entry, Kind, LiveEntry } from '../store/entries.js'
 import type { Origin, OriginStat } from './origin.js'
 import { ancestors, baseName, join, parentOf, rebase } from './paths.js'
 
@@ -10,13 +10,13 @@ export type Resolved =
   | { kind: 'upper', entry: LiveEntry }
   | { kind: 'origin', originPath: string, stat: OriginStat | LiveEntry }
 
-export function resolvedType (r: Resolved): 'f' | 'd' | 'l' {
+export function resolvedType (r: Resolved): Kind {
   return r.kind === 'upper' ? r.entry.t : r.stat.t
 }
 
 /** Does this entry hide what older layers recorded below its path? */
 export function hidesBelow (e: Entry): boolean {
-  return e.t === 'w' || e.t === 'f' || e.t === 'l' || (e.t === 'd' && e.fresh === 1)
+  return e.t !== 'd' || e.fresh === 1
 }
 
 export class View {

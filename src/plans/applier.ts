@@ -10,7 +10,9 @@ import { CpfsError } from '../errors.js'
 import type { ChunkStore } from '../store/chunks.js'
 import { CHUNK_SIZE } from '../store/entries.js'
 import { lstatReal } from './real.js'
-import type { PlanOp } from './planner.js'
+import type { PlanOp, Times } from './planner.js'
+import { AT_FDCWD, AT_SYMLINK_NOFOLLOW, native } from '../native/index.js'
+import { toSecNs, type Kind } from '../store/entries.js'
 
 export interface ApplyResult {
   done: number
@@ -21,7 +23,7 @@ export interface ApplyResult {
 
 /** What a path looked like when the plan was checked; compared right before it is replaced. */
 export interface Fingerprint {
-  type: 'f' | 'd' | 'l' | null
+  type: Kind | null
   size: number
   mtime: number
   ctime: number
@@ -57,10 +59,12 @@ function tmpName (origin: Origin, p: string, planId: string, index: number): str
   return origin.realPath(dir === '/' ? `/.cpfs-tmp-${planId}-${index}` : `${dir}/.cpfs-tmp-${planId}-${index}`)
 }
 
-// Seconds as libuv wants them, nudged by half a microsecond so that the conversion to
-// nanoseconds does not truncate 1273129689.123 to ...122999999.
-function secs (ms: number): number {
-  return ms / 1000 + 5e-7
+/** Set a path's times exactly (nanoseconds), never following a final symlink. */
+function setTimes (path: string, t: Partial<Times>): void {
+  if (t.mtime === undefined || t.atime === undefined) return
+  const a = toSecNs(t.atime, t.atimeNs ?? 0)
+  const m = toSecNs(t.mtime, t.mtimeNs ?? 0)
+  native.utimensat(AT_FDCWD, path, a.sec, a.nsec, m.sec, m.nsec, AT_SYMLINK_NOFOLLOW)
 }
 
 function removeReal (origin: Origin, p: string): void {
@@ -155,7 +159,9 @@ export function applyOps (origin: Origin, chunks: ChunkStore, ops: PlanOp[], opt
           }
           if (canChown) fs.fchownSync(fd, op.uid, op.gid) // before chmod: chown clears set-id bits
           fs.fchmodSync(fd, op.mode)
-          fs.futimesSync(fd, secs(op.atime), secs(op.mtime))
+          const a = toSecNs(op.atime, op.atimeNs)
+          const m = toSecNs(op.mtime, op.mtimeNs)
+          native.futimens(fd, a.sec, a.nsec, m.sec, m.nsec)
         } finally {
           fs.closeSync(fd)
         }
@@ -172,7 +178,22 @@ export function applyOps (origin: Origin, chunks: ChunkStore, ops: PlanOp[], opt
         fs.rmSync(tmp, { force: true })
         fs.symlinkSync(op.target, tmp)
         if (canChown) fs.lchownSync(tmp, op.uid, op.gid)
-        if (op.mtime !== undefined) fs.lutimesSync(tmp, secs(op.atime!), secs(op.mtime))
+        setTimes(tmp, op)
+        if (st.type === 'd') removeReal(origin, p)
+        fs.renameSync(tmp, origin.realPath(p))
+        break
+      }
+      case 'mknod': {
+        ensureParents(origin, p)
+        const st = lstatReal(origin, p)
+        if (st.type === 'n' && st.fmt === op.fmt && st.rdev === op.rdev) break
+        // Made under a temporary name and renamed into place, like files: never half there.
+        const tmp = tmpName(origin, p, opts.planId, index)
+        fs.rmSync(tmp, { force: true })
+        native.mknodat(AT_FDCWD, tmp, op.fmt | (op.mode & 0o777), op.rdev)
+        if (canChown) fs.lchownSync(tmp, op.uid, op.gid)
+        fs.chmodSync(tmp, op.mode) // mknod applies the umask; set the exact bits
+        setTimes(tmp, op)
         if (st.type === 'd') removeReal(origin, p)
         fs.renameSync(tmp, origin.realPath(p))
         break
@@ -181,10 +202,10 @@ export function applyOps (origin: Origin, chunks: ChunkStore, ops: PlanOp[], opt
         const st = lstatReal(origin, p)
         // chmod follows symlinks: never apply it to one.
         if (st.type === 'l' && canChown) fs.lchownSync(origin.realPath(p), op.uid, op.gid)
-        if (st.type === 'f' || st.type === 'd') {
+        if (st.type === 'f' || st.type === 'd' || st.type === 'n') {
           if (canChown) fs.chownSync(origin.realPath(p), op.uid, op.gid)
           fs.chmodSync(origin.realPath(p), op.mode)
-          if (op.mtime !== undefined) fs.utimesSync(origin.realPath(p), secs(op.atime!), secs(op.mtime))
+          setTimes(origin.realPath(p), op)
         }
         break
       }
@@ -201,7 +222,7 @@ export function applyOps (origin: Origin, chunks: ChunkStore, ops: PlanOp[], opt
 /** Remove temporary files a crashed plan may have left (recovery). */
 export function cleanTemps (origin: Origin, ops: PlanOp[], planId: string): void {
   ops.forEach((op, index) => {
-    if (op.op !== 'write' && op.op !== 'symlink') return
+    if (op.op !== 'write' && op.op !== 'symlink' && op.op !== 'mknod') return
     const tmp = tmpName(origin, op.path, planId, index)
     try {
       fs.rmSync(tmp, { force: true })

@@ -7,13 +7,13 @@ import { readChunks } from '../overlay/origin.js'
 import { isWithin, rebase } from '../overlay/paths.js'
 import { resolvedType, type Resolved, type View } from '../overlay/view.js'
 import type { ChunkStore } from '../store/chunks.js'
-import type { FileEntry } from '../store/entries.js'
+import type { FileEntry, Kind } from '../store/entries.js'
 import { planViews } from './planner.js'
 
 export interface Change {
   path: string
   change: 'added' | 'deleted' | 'modified' | 'mode' | 'type' | 'symlink' | 'moved' | 'owner'
-  kind: 'f' | 'd' | 'l'
+  kind: Kind
   insertions: number
   deletions: number
   binary: boolean

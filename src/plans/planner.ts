@@ -5,7 +5,7 @@
 // opaque or redirected (rm -rf + mkdir, a moved directory) is compared child by child.
 // Order: a path's removal comes before what replaces it, parents before children, and
 // directory modes last (deepest first) so that a read-only directory does not block writes.
-import type { FileEntry } from '../store/entries.js'
+import type { FileEntry, Kind, NodeEntry } from '../store/entries.js'
 import { ancestors, join } from '../overlay/paths.js'
 import { resolvedType, type Resolved, type View } from '../overlay/view.js'
 
@@ -14,11 +14,20 @@ export type Content =
   | { from: 'origin', path: string }
 
 export type PlanOp =
-  | { op: 'remove', path: string, type: 'f' | 'd' | 'l' }
+  | { op: 'remove', path: string, type: Kind }
   | { op: 'mkdir', path: string }
-  | { op: 'write', path: string, mode: number, size: number, atime: number, mtime: number, uid: number, gid: number, content?: Content, chunks?: string[], ifDiffers?: boolean }
-  | { op: 'symlink', path: string, target: string, atime?: number, mtime?: number, uid: number, gid: number }
-  | { op: 'chmod', path: string, mode: number, atime?: number, mtime?: number, uid: number, gid: number }
+  | { op: 'write', path: string, mode: number, size: number, uid: number, gid: number, content?: Content, chunks?: string[], ifDiffers?: boolean } & Times
+  | { op: 'symlink', path: string, target: string, uid: number, gid: number } & Partial<Times>
+  | { op: 'chmod', path: string, mode: number, uid: number, gid: number } & Partial<Times>
+  | { op: 'mknod', path: string, fmt: number, rdev: number, mode: number, uid: number, gid: number } & Times
+
+/** Times a plan sets: milliseconds and the nanoseconds within them (see store/entries.ts). */
+export interface Times {
+  atime: number
+  mtime: number
+  atimeNs: number
+  mtimeNs: number
+}
 
 export interface Plan {
   ops: PlanOp[]
@@ -28,9 +37,9 @@ function modeOf (r: Resolved): number {
   return (r.kind === 'upper' ? r.entry.mode : r.stat.mode) & 0o7777
 }
 
-function timesOf (r: Resolved): { atime: number, mtime: number } {
+function timesOf (r: Resolved): Times {
   const s = r.kind === 'upper' ? r.entry : r.stat
-  return { atime: s.atime, mtime: s.mtime }
+  return { atime: s.atime, mtime: s.mtime, atimeNs: s.atimeNs ?? 0, mtimeNs: s.mtimeNs ?? 0 }
 }
 
 function ownerOf (r: Resolved): { uid: number, gid: number } {
@@ -48,6 +57,13 @@ function contentOf (r: Resolved): Content {
   if (r.kind === 'upper') return { from: 'entry', entry: r.entry as FileEntry }
   if (!('nlink' in r.stat)) return { from: 'entry', entry: r.stat as FileEntry }
   return { from: 'origin', path: r.originPath }
+}
+
+/** A special node's type and device number. */
+function nodeOf (r: Resolved): { fmt: number, rdev: number } {
+  if (r.kind === 'upper') return { fmt: (r.entry as NodeEntry).fmt, rdev: (r.entry as NodeEntry).rdev }
+  const s = r.stat as any
+  return 'nlink' in s ? { fmt: s.mode & 0o170000, rdev: s.rdev } : { fmt: s.fmt, rdev: s.rdev }
 }
 
 function sizeOf (r: Resolved): number {
@@ -86,7 +102,7 @@ function deepDir (v: View, p: string): boolean {
 export function planViews (expected: View, target: View, touched: Iterable<string>, opts: { full?: boolean } = {}): Plan {
   const ops: PlanOp[] = []
   // Directory modes and times are set last: writing children would move the times again.
-  const dirModes: Array<{ path: string, mode: number, atime?: number, mtime?: number, uid: number, gid: number }> = []
+  const dirModes: Array<{ path: string, mode: number, uid: number, gid: number } & Partial<Times>> = []
   const touchedSet = new Set(touched)
   const interesting = new Set<string>()
   for (const p of touchedSet) {
@@ -119,6 +135,8 @@ export function planViews (expected: View, target: View, touched: Iterable<strin
       }
     } else if (type === 'l') {
       ops.push({ op: 'symlink', path: p, target: linkTarget(target, t), ...timesOf(t), ...ownerOf(t) })
+    } else if (type === 'n') {
+      ops.push({ op: 'mknod', path: p, ...nodeOf(t), mode: modeOf(t), ...timesOf(t), ...ownerOf(t) })
     } else {
       ops.push({ op: 'write', path: p, mode: modeOf(t), size: sizeOf(t), ...timesOf(t), ...ownerOf(t), content: contentOf(t) })
     }
@@ -151,6 +169,17 @@ export function planViews (expected: View, target: View, touched: Iterable<strin
       }
       return
     }
+    if (tt === 'n') {
+      const a = nodeOf(e)
+      const b = nodeOf(t)
+      if (a.fmt !== b.fmt || a.rdev !== b.rdev) {
+        ops.push({ op: 'remove', path: p, type: 'n' })
+        create(p, t)
+      } else if (modeOf(e) !== modeOf(t) || !sameOwner(e, t)) {
+        ops.push({ op: 'chmod', path: p, mode: modeOf(t), ...ownerOf(t) })
+      }
+      return
+    }
     if (tt === 'l') {
       const lt = linkTarget(target, t)
       if (linkTarget(expected, e) !== lt) {
@@ -161,7 +190,9 @@ export function planViews (expected: View, target: View, touched: Iterable<strin
       }
       return
     }
-    if (modeOf(e) !== modeOf(t) || timesOf(e).mtime !== timesOf(t).mtime || !sameOwner(e, t)) dirModes.push({ path: p, mode: modeOf(t), ...timesOf(t), ...ownerOf(t) })
+    const te = timesOf(e)
+    const tt2 = timesOf(t)
+    if (modeOf(e) !== modeOf(t) || te.mtime !== tt2.mtime || te.mtimeNs !== tt2.mtimeNs || !sameOwner(e, t)) dirModes.push({ path: p, mode: modeOf(t), ...timesOf(t), ...ownerOf(t) })
     const childDeep = deep || (touchedSet.has(p) && (deepDir(expected, p) || deepDir(target, p)))
     let names: Iterable<string>
     if (childDeep) names = new Set([...expected.readdir(p), ...target.readdir(p)])

@@ -5,15 +5,22 @@ import * as fs from 'node:fs'
 import type { Origin } from '../overlay/origin.js'
 import { ancestors } from '../overlay/paths.js'
 import { ChunkStore } from '../store/chunks.js'
-import { CHUNK_SIZE, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG } from '../store/entries.js'
+import { CHUNK_SIZE, S_IFMT, fromNs, type Kind } from '../store/entries.js'
+import { kindOf } from '../overlay/origin.js'
 
 export interface RealState {
-  type: 'f' | 'd' | 'l' | null
+  type: Kind | null
+  /** S_IFMT bits and device number of a special node ('n'). */
+  fmt: number
+  rdev: number
   mode: number
   size: number
   atime: number
   mtime: number
   ctime: number
+  atimeNs: number
+  mtimeNs: number
+  ctimeNs: number
   ino: number
   uid: number
   gid: number
@@ -22,7 +29,7 @@ export interface RealState {
   blockedBy?: string
 }
 
-const ABSENT: RealState = { type: null, mode: 0, size: 0, atime: 0, mtime: 0, ctime: 0, ino: 0, uid: 0, gid: 0 }
+const ABSENT: RealState = { type: null, fmt: 0, rdev: 0, mode: 0, size: 0, atime: 0, mtime: 0, ctime: 0, atimeNs: 0, mtimeNs: 0, ctimeNs: 0, ino: 0, uid: 0, gid: 0 }
 
 export function lstatReal (origin: Origin, p: string): RealState {
   const chain = [...ancestors(p)].reverse().slice(1) // outermost first, without '/'
@@ -31,13 +38,16 @@ export function lstatReal (origin: Origin, p: string): RealState {
     if (!st) return ABSENT
     if (!st.isDirectory()) return { ...ABSENT, blockedBy: a }
   }
-  const st = fs.lstatSync(origin.realPath(p), { throwIfNoEntry: false })
+  const st = fs.lstatSync(origin.realPath(p), { bigint: true, throwIfNoEntry: false })
   if (!st) return ABSENT
-  const fmt = st.mode & S_IFMT
-  const type = fmt === S_IFREG ? 'f' : fmt === S_IFDIR ? 'd' : fmt === S_IFLNK ? 'l' : null
-  const out: RealState = { type, mode: st.mode & 0o7777, size: st.size, atime: Math.floor(st.atimeMs), mtime: Math.floor(st.mtimeMs), ctime: Math.floor(st.ctimeMs), ino: st.ino, uid: st.uid, gid: st.gid }
+  const mode = Number(st.mode)
+  const fmt = mode & S_IFMT
+  const type = kindOf(mode)
+  const a = fromNs(st.atimeNs)
+  const m = fromNs(st.mtimeNs)
+  const c = fromNs(st.ctimeNs)
+  const out: RealState = { type, fmt, rdev: Number(st.rdev), mode: mode & 0o7777, size: Number(st.size), atime: a.ms, mtime: m.ms, ctime: c.ms, atimeNs: a.ns, mtimeNs: m.ns, ctimeNs: c.ns, ino: Number(st.ino), uid: Number(st.uid), gid: Number(st.gid) }
   if (type === 'l') out.target = fs.readlinkSync(origin.realPath(p))
-  if (fmt !== 0 && type === null) out.type = 'f' // a FIFO or device is "something else": treated as a file that differs
   return out
 }
 

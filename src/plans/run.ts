@@ -17,7 +17,7 @@ import { isSafePath, join } from '../overlay/paths.js'
 import type { Session } from '../session/session.js'
 import { hashChunk } from '../store/chunks.js'
 import { decode, encode } from '../store/codec.js'
-import { CHUNK_SIZE, chunkCount, type Entry, type FileEntry } from '../store/entries.js'
+import { CHUNK_SIZE, chunkCount, type Entry, type FileEntry, type Meta } from '../store/entries.js'
 import { JOURNAL_KEY, type BatchOp } from '../store/keys.js'
 import { applyOps, cleanTemps, fingerprint, type Fingerprint } from './applier.js'
 import { planViews, touchedPaths, type Content, type PlanOp } from './planner.js'
@@ -86,6 +86,10 @@ export function expectOf (session: Session, view: View, p: string, hexes: Map<st
   const mode = meta.mode & 0o7777
   const owner = process.getuid?.() === 0 ? { uid: meta.uid, gid: meta.gid } : {}
   if (type === 'd') return { type, mode, ...owner }
+  if (type === 'n') {
+    const s: any = r.kind === 'upper' ? r.entry : r.stat
+    return { type, mode, fmt: 'nlink' in s ? s.mode & 0o170000 : s.fmt, rdev: s.rdev, ...owner }
+  }
   if (type === 'l') {
     const target = r.kind === 'upper' ? (r.entry as any).target : ('nlink' in r.stat ? view.origin.readlink(r.originPath) : (r.stat as any).target)
     return { type, target, ...owner }
@@ -113,6 +117,7 @@ function driftOf (session: Session, expected: View, p: string, real: RealState):
   if (real.type !== want.type) return `is ${real.type ?? 'missing'}, cpfs expected ${want.type}`
   if (want.type !== 'l' && real.mode !== want.mode) return `mode ${real.mode.toString(8)}, cpfs expected ${want.mode!.toString(8)}`
   if (want.type === 'l' && real.target !== want.target) return 'symlink target changed'
+  if (want.type === 'n' && (real.fmt !== want.fmt || real.rdev !== want.rdev)) return 'node type changed'
   if (want.type === 'f') {
     // Origin content that the real directory itself serves cannot have drifted from itself.
     if (r.kind === 'origin' && r.originPath === p && session.origin.servedByReal(p)) return null
@@ -129,10 +134,14 @@ function capture (session: Session, p: string, recursive: boolean, ops: BatchOp[
   if (origin.servedByReal(p)) {
     const st = lstatReal(origin, p)
     let e: Entry
-    const meta = { mode: st.mode, uid: st.uid, gid: st.gid, atime: st.atime, mtime: st.mtime, ctime: st.ctime, ino: st.ino }
+    const meta: Meta = { mode: st.mode, uid: st.uid, gid: st.gid, atime: st.atime, mtime: st.mtime, ctime: st.ctime, ino: st.ino }
+    if (st.atimeNs) meta.atimeNs = st.atimeNs
+    if (st.mtimeNs) meta.mtimeNs = st.mtimeNs
+    if (st.ctimeNs) meta.ctimeNs = st.ctimeNs
     if (st.blockedBy || st.type === null) e = { t: 'w' }
     else if (st.type === 'd') e = { t: 'd', ...meta }
     else if (st.type === 'l') e = { t: 'l', ...meta, target: st.target! }
+    else if (st.type === 'n') e = { t: 'n', ...meta, fmt: st.fmt, rdev: st.rdev }
     else {
       const hashes = hashReal(origin, p, session.chunks, hashChunk).map(h => Buffer.from(h, 'hex'))
       e = { t: 'f', ...meta, size: st.size, chunks: hashes }

@@ -4,9 +4,13 @@
 import { hashChunk } from '../store/chunks.js'
 import type { Origin } from '../overlay/origin.js'
 import { hashReal, lstatReal } from './real.js'
+import type { Kind } from '../store/entries.js'
 
 export interface Expect {
-  type: 'f' | 'd' | 'l' | null
+  type: Kind | null
+  /** A special node's S_IFMT type and device number. */
+  fmt?: number
+  rdev?: number
   mode?: number
   target?: string
   size?: number
@@ -35,6 +39,7 @@ function compare (origin: Origin, p: string, st: ReturnType<typeof lstatReal>, w
   if (want.type === null) return null
   if (want.type !== 'l' && want.mode !== undefined && st.mode !== want.mode) return `mode ${st.mode.toString(8)}, expected ${want.mode.toString(8)}`
   if (want.type === 'l' && st.target !== want.target) return `links to ${st.target}, expected ${want.target}`
+  if (want.type === 'n' && (st.fmt !== want.fmt || st.rdev !== want.rdev)) return `node type ${st.fmt.toString(8)}:${st.rdev}, expected ${want.fmt!.toString(8)}:${want.rdev}`
   if (want.uid !== undefined && (st.uid !== want.uid || st.gid !== want.gid)) return `owner ${st.uid}:${st.gid}, expected ${want.uid}:${want.gid}`
   if (want.type === 'f') {
     if (want.size !== undefined && st.size !== want.size) return `size ${st.size}, expected ${want.size}`

@@ -118,9 +118,28 @@ export class Session {
     this.overlay.reset(view, this.layers.get(this.headLayer)!, keepHandles)
   }
 
+  /**
+   * Called after the session changed the view on its own (rewind, redo, undo, restore) with
+   * every path whose state may differ: the mount invalidates the kernel's caches for them.
+   */
+  onViewChange: ((touched: Set<string>) => void) | null = null
+
+  /** Paths whose state may differ between two stacks: what their non-shared layers recorded. */
+  private stackDiff (a: number[], b: number[]): Set<string> {
+    let cp = 0
+    while (cp < a.length && cp < b.length && a[cp] === b[cp]) cp++
+    const out = new Set<string>()
+    for (const id of [...a.slice(cp), ...b.slice(cp)]) for (const p of this.layers.get(id)?.keys() ?? []) out.add(p)
+    return out
+  }
+
   // ---- persistence ----------------------------------------------------------------------
 
+  /** While set, every head-layer path that changes is added here too (restore). */
+  private collecting: Set<string> | null = null
+
   private changed (p: string): void {
+    this.collecting?.add(p)
     this.dirtyPaths.add(p)
     this.schedule()
   }
@@ -187,6 +206,26 @@ export class Session {
     const p = this.chain.then(run, run)
     this.chain = p.catch(() => {})
     return p
+  }
+
+  private soon: Promise<void> | null = null
+
+  /**
+   * A promise for the batch that will hold every change made so far: namespace and metadata
+   * changes (create, rename, unlink, chmod...) answer only once LevelDB has them, so an
+   * operation that returned survives kill -9 of the daemon. Changes made while the current
+   * wake-up's requests run share one batch (it is cut after them, in setImmediate).
+   */
+  durable (): Promise<void> {
+    if (!this.soon) {
+      this.soon = new Promise<void>((resolve, reject) => {
+        setImmediate(() => {
+          this.soon = null
+          this.persist(false).then(resolve, reject)
+        })
+      })
+    }
+    return this.soon
   }
 
   /**
@@ -280,6 +319,7 @@ export class Session {
     this.meta.redo.push(old)
     this.layers.set(layer, new Map())
     this.rebuild(false)
+    this.onViewChange?.(this.stackDiff(old, this.meta.stack))
     const committed = this.commit([{ type: 'put', key: turnKey(layer), value: encode(rec) }])
     await flushed
     await committed
@@ -302,8 +342,10 @@ export class Session {
       this.meta.redo.push(prev)
       throw new CpfsError('NOTHING_TO_REDO', 'cannot redo: the workspace changed since the rewind', 'rewind again to the turn you want')
     }
+    const old = this.meta.stack
     this.meta.stack = prev
     this.rebuild(false)
+    this.onViewChange?.(this.stackDiff(old, prev))
     const committed = this.commit([])
     await flushed
     await committed
@@ -328,7 +370,14 @@ export class Session {
   /** Restore paths to their state at the start of turn `spec`, as a change in the head turn. */
   async restore (spec: string | number, paths: string[]): Promise<{ turn: number, paths: string[] }> {
     const { turn, src } = await this.restoreSource(spec, paths, this.overlay.view)
-    for (const p of paths) this.overlay.restore(p, src)
+    const touched = new Set(paths)
+    this.collecting = touched
+    try {
+      for (const p of paths) this.overlay.restore(p, src)
+    } finally {
+      this.collecting = null
+    }
+    this.onViewChange?.(touched)
     await this.flushAll(true)
     return { turn, paths }
   }

@@ -24,11 +24,17 @@ export interface Meta {
   mode: number
   uid: number
   gid: number
-  atime: number // milliseconds (fuse-native carries milliseconds)
+  /** Times: whole milliseconds since the epoch, plus the nanoseconds within that millisecond. */
+  atime: number
   mtime: number
   ctime: number
+  atimeNs?: number
+  mtimeNs?: number
+  ctimeNs?: number
   ino: number
   n?: 1
+  /** Extended attributes (name → value), copied from the origin at copy-up; absent = none. */
+  x?: Record<string, Buffer>
 }
 
 export interface FileEntry extends Meta {
@@ -50,26 +56,87 @@ export interface LinkEntry extends Meta {
   target: string
 }
 
+/** A FIFO, socket or device node: `fmt` is its S_IFMT type, `rdev` its device number. */
+export interface NodeEntry extends Meta {
+  t: 'n'
+  fmt: number
+  rdev: number
+}
+
 export interface Whiteout {
   t: 'w'
   n?: 1
 }
 
-export type Entry = FileEntry | DirEntry | LinkEntry | Whiteout
-export type LiveEntry = FileEntry | DirEntry | LinkEntry
+export type Entry = FileEntry | DirEntry | LinkEntry | NodeEntry | Whiteout
+export type LiveEntry = FileEntry | DirEntry | LinkEntry | NodeEntry
 
 export const S_IFMT = 0o170000
 export const S_IFREG = 0o100000
 export const S_IFDIR = 0o040000
 export const S_IFLNK = 0o120000
+export const S_IFIFO = 0o010000
+export const S_IFCHR = 0o020000
+export const S_IFBLK = 0o060000
+export const S_IFSOCK = 0o140000
+
+/** The kinds of node a view holds: regular file, directory, symlink, or a special node. */
+export type Kind = 'f' | 'd' | 'l' | 'n'
 
 export function typeBits (e: LiveEntry): number {
-  return e.t === 'f' ? S_IFREG : e.t === 'd' ? S_IFDIR : S_IFLNK
+  return e.t === 'f' ? S_IFREG : e.t === 'd' ? S_IFDIR : e.t === 'l' ? S_IFLNK : e.fmt
 }
 
 export function cloneEntry<T extends Entry> (e: T): T {
-  if (e.t === 'f') return { ...e, chunks: e.chunks.slice() }
-  return { ...e }
+  const c: any = e.t === 'f' ? { ...e, chunks: e.chunks.slice() } : { ...e }
+  if (c.x) c.x = { ...c.x }
+  return c
+}
+
+// ---- times ----------------------------------------------------------------------------------
+
+export interface Time {
+  ms: number
+  ns: number
+}
+
+const wallBaseNs = BigInt(Date.now()) * 1000000n
+const monoBase = process.hrtime.bigint()
+
+/** The current time with nanosecond resolution (wall clock at start + monotonic progress). */
+export function now (): Time {
+  const t = wallBaseNs + (process.hrtime.bigint() - monoBase)
+  return { ms: Number(t / 1000000n), ns: Number(t % 1000000n) }
+}
+
+export function fromSecNs (sec: number, nsec: number): Time {
+  return { ms: sec * 1000 + Math.floor(nsec / 1000000), ns: nsec % 1000000 }
+}
+
+export function toSecNs (ms: number, ns = 0): { sec: number, nsec: number } {
+  const sec = Math.floor(ms / 1000)
+  return { sec, nsec: (ms - sec * 1000) * 1000000 + ns }
+}
+
+/** A bigint nanosecond timestamp (fs.Stats with bigint) as ms + ns. */
+export function fromNs (t: bigint): Time {
+  const ms = t / 1000000n
+  let rem = t % 1000000n
+  let m = ms
+  if (rem < 0n) { rem += 1000000n; m -= 1n }
+  return { ms: Number(m), ns: Number(rem) }
+}
+
+export function setTime (e: Meta, which: 'a' | 'm' | 'c', t: Time): void {
+  if (which === 'a') { e.atime = t.ms; if (t.ns) e.atimeNs = t.ns; else delete e.atimeNs }
+  else if (which === 'm') { e.mtime = t.ms; if (t.ns) e.mtimeNs = t.ns; else delete e.mtimeNs }
+  else { e.ctime = t.ms; if (t.ns) e.ctimeNs = t.ns; else delete e.ctimeNs }
+}
+
+export function sameTime (a: Meta, b: Meta, which: 'a' | 'm' | 'c'): boolean {
+  if (which === 'a') return a.atime === b.atime && (a.atimeNs ?? 0) === (b.atimeNs ?? 0)
+  if (which === 'm') return a.mtime === b.mtime && (a.mtimeNs ?? 0) === (b.mtimeNs ?? 0)
+  return a.ctime === b.ctime && (a.ctimeNs ?? 0) === (b.ctimeNs ?? 0)
 }
 
 export function chunkCount (size: number): number {

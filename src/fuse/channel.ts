@@ -1,0 +1,191 @@
+// The /dev/fuse channel: requests in, replies out, on the JavaScript thread. The descriptor is
+// non-blocking and watched by libuv (the addon's pollStart); on each wake-up the addon reads
+// every request that is ready into one buffer (readBatch), and each is dispatched in order to
+// its handler, which replies synchronously or, for durability waits, later. Replies are one
+// write(2) each (the kernel takes one reply per write). Notifications (cache invalidation)
+// go out from a worker thread: the kernel may block such a write on a directory lock held by
+// a request that is waiting for this very thread.
+import * as fs from 'node:fs'
+import { native } from '../native/index.js'
+import { Op, OUT_HEADER, OP_NAMES, align8 } from './kernel.js'
+import { Request, putOutHeader } from './wire.js'
+import { toErrno } from './errno.js'
+
+/** What the kernel may send at most: max_write of data plus headers, or a 64 KiB xattr. */
+export const MAX_WRITE = 1024 * 1024
+const MIN_FREE = MAX_WRITE + 64 * 1024
+const READ_BUF = 4 * MIN_FREE
+/** Requests handled per wake-up before giving the event loop a turn (timers, control socket). */
+const BATCH = 64
+
+export type Handler = (req: Request, ch: Channel) => void
+
+export interface OpStats {
+  counts: Record<string, number>
+  /** Milliseconds spent in handlers (the synchronous part; waits are timed to their reply). */
+  ms: Record<string, number>
+}
+
+export class Channel {
+  readonly fd: number
+  /** The reply scratch buffer: handlers encode their reply body at OUT_HEADER and call send(). */
+  readonly out = Buffer.allocUnsafe(MAX_WRITE + 4096)
+  private readonly inBuf = Buffer.allocUnsafe(READ_BUF)
+  private readonly handlers: Array<Handler | undefined> = []
+  private poll: object | null = null
+  private ended = false
+  /** Requests answered later (flush, fsync): unique → reply once. */
+  private readonly waiting = new Map<bigint, Request>()
+  stats: OpStats = { counts: {}, ms: {} }
+  onEnd: (why: string) => void = () => {}
+  onError: (err: unknown, req: Request) => void = () => {}
+
+  constructor (fd: number) {
+    this.fd = fd
+  }
+
+  on (op: Op, h: Handler): void {
+    this.handlers[op] = h
+  }
+
+  start (): void {
+    this.poll = native.pollStart(this.fd, (status: number) => this.readable(status))
+  }
+
+  stop (): void {
+    if (this.poll) native.pollStop(this.poll)
+    this.poll = null
+  }
+
+  get closed (): boolean {
+    return this.ended
+  }
+
+  private readable (status: number): void {
+    if (this.ended) return
+    // An error status (the kernel reports POLLERR once the connection is gone): a read tells.
+    void status
+    let n: number
+    try {
+      n = native.readBatch(this.fd, this.inBuf, MIN_FREE, BATCH)
+    } catch (err: any) {
+      // ECONNABORTED: an administrator aborted the connection (/sys/fs/fuse/connections).
+      if (err?.code === 'ECONNABORTED') return this.end('the connection was aborted')
+      throw err
+    }
+    if (n < 0) return this.end('the mount was unmounted or its connection aborted')
+    let off = 0
+    for (let i = 0; i < n; i++) {
+      const req = new Request(this.inBuf, off)
+      off += align8(req.len)
+      this.dispatch(req)
+    }
+  }
+
+  private end (why: string): void {
+    if (this.ended) return
+    this.ended = true
+    this.stop()
+    this.onEnd(why)
+  }
+
+  private dispatch (req: Request): void {
+    const name = OP_NAMES[req.opcode] ?? `op${req.opcode}`
+    const t0 = performance.now()
+    const h = this.handlers[req.opcode]
+    if (!h) {
+      if (req.opcode !== Op.FORGET && req.opcode !== Op.BATCH_FORGET && req.opcode !== Op.INTERRUPT) this.error(req, 38 /* ENOSYS */)
+    } else {
+      try {
+        h(req, this)
+      } catch (err) {
+        // Anything unexpected becomes an error for this request only; the daemon goes on.
+        if (!(err instanceof RangeError) && !(err as any)?.code) this.onError(err, req)
+        this.error(req, err instanceof RangeError ? 5 /* EIO: malformed */ : toErrno(err))
+      }
+    }
+    this.stats.counts[name] = (this.stats.counts[name] ?? 0) + 1
+    this.stats.ms[name] = (this.stats.ms[name] ?? 0) + (performance.now() - t0)
+  }
+
+  /** Send a reply whose body (bodyLen bytes) the handler put in `out` at OUT_HEADER. */
+  send (req: Request, bodyLen: number): void {
+    if (this.waiting.has(req.unique)) this.waiting.delete(req.unique)
+    putOutHeader(this.out, OUT_HEADER + bodyLen, 0, req.unique)
+    this.write(this.out, OUT_HEADER + bodyLen)
+  }
+
+  /** Reply with a header and an outside buffer (READ data, xattr values). */
+  sendData (req: Request, data: Buffer, len: number): void {
+    const head = Buffer.allocUnsafe(OUT_HEADER)
+    putOutHeader(head, OUT_HEADER + len, 0, req.unique)
+    try {
+      fs.writevSync(this.fd, [head, data.subarray(0, len)])
+    } catch (err: any) {
+      this.writeFailed(err)
+    }
+  }
+
+  /** An error reply (errno as a positive number). */
+  error (req: Request, errno: number): void {
+    if (this.waiting.has(req.unique)) this.waiting.delete(req.unique)
+    const b = Buffer.allocUnsafe(OUT_HEADER)
+    putOutHeader(b, OUT_HEADER, -errno, req.unique)
+    this.write(b, OUT_HEADER)
+  }
+
+  /** Run an asynchronous wait (durability) and reply when it settles; INTERRUPT may cut it short. */
+  later (req: Request, p: Promise<void>, name: string): void {
+    const t0 = performance.now()
+    this.waiting.set(req.unique, req)
+    p.then(
+      () => { if (this.waiting.has(req.unique)) this.error(req, 0) },
+      (err) => { if (this.waiting.has(req.unique)) this.error(req, toErrno(err)) }
+    ).finally(() => {
+      this.stats.ms[name] = (this.stats.ms[name] ?? 0) + (performance.now() - t0)
+    })
+  }
+
+  /**
+   * Reply once `p` settles: `encode` then puts the body in `out` and returns its length
+   * (namespace changes answer once the store has them, see Session.durable).
+   */
+  after (req: Request, p: Promise<void>, encode: () => number): void {
+    this.waiting.set(req.unique, req)
+    p.then(
+      () => {
+        if (!this.waiting.has(req.unique)) return
+        let len: number
+        try {
+          len = encode()
+        } catch (err) {
+          return this.error(req, toErrno(err))
+        }
+        this.send(req, len)
+      },
+      (err) => { if (this.waiting.has(req.unique)) this.error(req, toErrno(err)) }
+    )
+  }
+
+  /** INTERRUPT: a pending wait for `unique` ends now with EINTR; unknown ones are done already. */
+  interrupt (unique: bigint): void {
+    const req = this.waiting.get(unique)
+    if (req) this.error(req, 4 /* EINTR */)
+  }
+
+  private write (b: Buffer, len: number): void {
+    if (this.ended) return
+    try {
+      fs.writeSync(this.fd, b, 0, len)
+    } catch (err: any) {
+      this.writeFailed(err)
+    }
+  }
+
+  private writeFailed (err: any): void {
+    // ENOENT: the request was interrupted and the kernel no longer waits for this reply.
+    if (err?.code === 'ENOENT') return
+    if (err?.code === 'ENODEV') return this.end('the mount was unmounted or its connection aborted')
+    throw err
+  }
+}
