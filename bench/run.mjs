@@ -3,7 +3,8 @@
 // a cpfs mount, fuse-overlayfs, and the kernel overlayfs. Prints seconds per step (median of
 // --runs) with ratios to native and to fuse-overlayfs. Run as root with /dev/fuse:
 //   npm run bench -- [--runs 3] [--only native,cpfs,fuse-overlayfs,overlayfs] [--big-mib 256]
-// The source tree is this project's own node_modules (a real npm tree), tarred once.
+// The source tree is this project's own node_modules (a real npm tree), tarred once. Two
+// phases: a fresh project written in the mount, and an existing one on the disk below it.
 import { spawnSync } from 'node:child_process'
 import * as fs from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -38,7 +39,8 @@ sh(`tar -C ${ROOT} -cf ${tarball} node_modules`)
 sh(`head -c ${BIG_MIB * 1024 * 1024} /dev/urandom > ${random}`)
 const files = Number(sh(`tar -tf ${tarball} | grep -v '/$' | wc -l`).trim())
 
-const STEPS = [
+// A. A fresh project: everything is written in the mount (untar, git, builds...).
+const FRESH = [
   ['untar', 'tar -xf TARBALL'],
   ['git init+add+commit', 'git init -q && git add -A && git -c user.email=b@b -c user.name=b commit -qm tree'],
   ['git status x2', 'git status --porcelain >/dev/null && git status --porcelain >/dev/null'],
@@ -53,27 +55,48 @@ const STEPS = [
   ['rm -rf all', 'rm -rf node_modules copy storm thousand-moved big.bin .git']
 ]
 
+// B. An existing project: the tree (a git repository) and a big file are on the real disk
+// before the mount (the lower layer); the agent reads, searches and edits them.
+const EXISTING = [
+  ['git status x2 (existing)', 'git status --porcelain >/dev/null && git status --porcelain >/dev/null'],
+  ['grep -r (existing, cold)', 'sync && echo 3 > /proc/sys/vm/drop_caches && (grep -r "function" node_modules >/dev/null || true)'],
+  ['grep -r (existing, warm)', 'grep -r "function" node_modules >/dev/null || true'],
+  ['find + stat (existing)', 'find . -print0 | xargs -0 stat >/dev/null'],
+  [`read ${BIG_MIB} MiB (existing, cold)`, 'sync && echo 3 > /proc/sys/vm/drop_caches && cat big.bin >/dev/null'],
+  ['sed -i on 300 files (existing)', `find node_modules -name '*.js' -size -64k | head -300 | xargs sed -i 's/function/FUNCTION/'`],
+  ['git add+commit (existing)', 'git add -A && git -c user.email=b@b -c user.name=b commit -qm edit'],
+  ['rm -rf node_modules (existing)', 'rm -rf node_modules']
+]
+
+/** Fill dir with the existing project (before any mount). */
+function populate (dir) {
+  sh(`tar -xf ${tarball} && git init -q && git add -A && git -c user.email=b@b -c user.name=b commit -qm tree && cp ${random} big.bin`, dir)
+}
+
 const targets = {
   native: {
-    setup (dir) { fs.mkdirSync(dir); return dir },
+    setup (dir, existing) { fs.mkdirSync(dir); if (existing) populate(dir); return dir },
     teardown () {}
   },
   cpfs: {
-    setup (dir) { fs.mkdirSync(dir); sh(`node ${CLI} mount ${dir}`); return dir },
-    teardown (dir) { sh(`node ${CLI} unmount ${dir} --discard`, '/', true) }
+    setup (dir, existing) { fs.mkdirSync(dir); if (existing) populate(dir); sh(`node ${CLI} mount ${dir}`); return dir },
+    teardown (dir) { sh(`node ${CLI} unmount ${dir} --discard`, '/', true) },
+    stats: true
   },
   'fuse-overlayfs': {
     available: ensureFuseOverlayfs,
-    setup (dir) {
+    setup (dir, existing) {
       for (const d of ['lower', 'upper', 'work', 'merged']) fs.mkdirSync(join(dir, d), { recursive: true })
+      if (existing) populate(join(dir, 'lower'))
       sh(`fuse-overlayfs -o lowerdir=${dir}/lower,upperdir=${dir}/upper,workdir=${dir}/work ${dir}/merged`)
       return join(dir, 'merged')
     },
     teardown (dir) { sh(`umount ${dir}/merged`, '/', true) }
   },
   overlayfs: {
-    setup (dir) {
+    setup (dir, existing) {
       for (const d of ['lower', 'upper', 'work', 'merged']) fs.mkdirSync(join(dir, d), { recursive: true })
+      if (existing) populate(join(dir, 'lower'))
       sh(`mount -t overlay overlay -o lowerdir=${dir}/lower,upperdir=${dir}/upper,workdir=${dir}/work ${dir}/merged`)
       return join(dir, 'merged')
     },
@@ -82,23 +105,51 @@ const targets = {
 }
 
 const times = {} // target -> step -> [seconds]
+const requests = {} // step -> { total, median µs, top ops } (cpfs, last run)
+const STEPS = [...FRESH, ...EXISTING]
+
+function cpfsStats (dir, reset) {
+  if (reset) return sh(`node ${CLI} status ${dir} --reset-stats`, '/', true)
+  try {
+    return JSON.parse(sh(`node ${CLI} status ${dir} --stats --json`, '/', true)).ops
+  } catch { return null }
+}
+
+function medianMicros (hist) {
+  const total = hist.reduce((a, b) => a + b, 0)
+  let seen = 0
+  for (let i = 0; i < hist.length; i++) { seen += hist[i]; if (seen * 2 >= total) return 2 ** i }
+  return 0
+}
+
 try {
   for (let run = 0; run < RUNS; run++) {
     for (const name of ONLY) {
       const tgt = targets[name]
       if (!tgt || (tgt.available && !tgt.available())) { process.stderr.write(`skipping ${name}: not available\n`); continue }
-      const dir = join(base, `${name}-${run}`)
-      const work = tgt.setup(dir)
-      try {
-        for (const [step, cmd] of STEPS) {
-          const t0 = process.hrtime.bigint()
-          sh(cmd.replace('TARBALL', tarball).replace('RANDOM', random), work)
-          const s = Number(process.hrtime.bigint() - t0) / 1e9
-          ;((times[name] ??= {})[step] ??= []).push(s)
+      for (const [phase, steps] of [['fresh', FRESH], ['existing', EXISTING]]) {
+        const dir = join(base, `${name}-${phase}-${run}`)
+        const work = tgt.setup(dir, phase === 'existing')
+        try {
+          for (const [step, cmd] of steps) {
+            if (tgt.stats) cpfsStats(work, true)
+            const t0 = process.hrtime.bigint()
+            sh(cmd.replace('TARBALL', tarball).replace('RANDOM', random), work)
+            const s = Number(process.hrtime.bigint() - t0) / 1e9
+            ;((times[name] ??= {})[step] ??= []).push(s)
+            if (tgt.stats) {
+              const ops = cpfsStats(work, false)
+              if (ops) {
+                const total = Object.values(ops.counts).reduce((a, b) => a + b, 0)
+                const top = Object.entries(ops.counts).sort((a, b) => b[1] - a[1]).slice(0, 4).map(([k, v]) => `${k} ${v}`).join(', ')
+                requests[step] = { total, median: ops.hist ? medianMicros(ops.hist) : null, top }
+              }
+            }
+          }
+        } finally {
+          tgt.teardown(dir)
+          spawnSync('rm', ['-rf', dir])
         }
-      } finally {
-        tgt.teardown(dir)
-        fs.rmSync(dir, { recursive: true, force: true })
       }
       process.stderr.write(`run ${run + 1}/${RUNS}: ${name} done\n`)
     }
@@ -121,3 +172,12 @@ for (const [step] of STEPS) {
   console.log(`| ${step} | ${row.map(fmt).join(' | ')} | ${ratio(get('cpfs'), get('native'))} | ${ratio(get('cpfs'), get('fuse-overlayfs'))} |`)
 }
 console.log(`| **total** | ${names.map(n => fmt(total[n])).join(' | ')} | ${ratio(total.cpfs, total.native)} | ${ratio(total.cpfs, total['fuse-overlayfs'])} |`)
+if (Object.keys(requests).length) {
+  console.log('\nRequests cpfs answered per step (cpfs status --stats; last run):\n')
+  console.log('| step | requests | median handler time | most frequent |')
+  console.log('|---|---:|---:|---|')
+  for (const [step] of STEPS) {
+    const r = requests[step]
+    if (r) console.log(`| ${step} | ${r.total} | ${r.median === null ? '—' : `≤ ${r.median} µs`} | ${r.top} |`)
+  }
+}

@@ -15,8 +15,11 @@ import { applyStack, recover, runPlan, viewOf, type PlanSummary } from './plans/
 import { diffTurns, logWithLines, previewRewind, type RewindPreview } from './plans/preview.js'
 import type { Change } from './plans/changes.js'
 import { Session, type TurnInfo } from './session/session.js'
+import { JOURNAL_KEY } from './store/keys.js'
 import { checkStoreOutside, dirBytes, isMounted, locate, register, workspaceDir, type Location } from './store/locate.js'
 import { checkDest, forkView } from './plans/fork.js'
+import { absorbOutsideChanges } from './plans/absorb.js'
+import { reserveBytes } from './config.js'
 
 export interface Target {
   /** The workspace directory (default: the current directory). */
@@ -38,8 +41,12 @@ export interface StatusInfo {
   storeBytes: number
   /** Paths the last plan left alone because another process changed them meanwhile. */
   skipped: string[]
-  /** Mounted: FUSE operations answered since the mount (or the last reset), and time spent. */
-  ops?: { counts: Record<string, number>, ms: Record<string, number> }
+  /** When a write in the mount was last refused because the store's disk is below the reserve (ms). */
+  spaceRefusedAt?: number
+  /** A plan to the real directory was interrupted; the next command that changes something finishes it. */
+  interrupted?: boolean
+  /** Mounted: FUSE operations answered since the mount (or the last reset), time spent, and a histogram of handler times. */
+  ops?: { counts: Record<string, number>, ms: Record<string, number>, hist?: number[] }
 }
 
 function where (t: Target): Location {
@@ -50,21 +57,58 @@ async function daemonUp (loc: Location): Promise<boolean> {
   return !loc.stale && isMounted(loc.workspace) && await ping(loc.socket)
 }
 
-/** Run fn on a session opened by this process (the workspace is not mounted). */
-async function offline<T> (loc: Location, fn: (s: Session) => Promise<T>): Promise<T> {
+/**
+ * A daemon that lost its mount but still holds the store (it should have exited): stop it,
+ * so that the command can go on. Returns true when one was stopped.
+ */
+async function stopStaleDaemon (loc: Location): Promise<boolean> {
+  let pid: number
+  try {
+    pid = Number(fs.readFileSync(join(loc.dir, 'daemon.pid'), 'utf8'))
+    process.kill(pid, 0)
+  } catch {
+    return false
+  }
+  if (isMounted(loc.workspace) && await ping(loc.socket)) return false
+  process.stderr.write(`cpfs: the daemon of ${loc.workspace} (pid ${pid}) no longer serves a mount but holds the store; stopping it\n`)
+  for (const [sig, wait] of [['SIGTERM', 5000], ['SIGKILL', 2000]] as const) {
+    try { process.kill(pid, sig) } catch { return true }
+    for (let t = 0; t < wait; t += 50) {
+      try { process.kill(pid, 0) } catch { return true }
+      await new Promise(resolve => setTimeout(resolve, 50))
+    }
+  }
+  return true
+}
+
+async function openSession (loc: Location, create: boolean, dirFd: number): Promise<Session> {
+  try {
+    return await Session.open({ storePath: loc.store, workspace: loc.workspace, dirFd, create })
+  } catch (err) {
+    if (!(err instanceof CpfsError) || err.code !== 'STORE_LOCKED' || !await stopStaleDaemon(loc)) throw err
+    return await Session.open({ storePath: loc.store, workspace: loc.workspace, dirFd, create })
+  }
+}
+
+/**
+ * Run fn on a session opened by this process (the workspace is not mounted). A plan that a
+ * crash interrupted is finished first (or rolled back), except for commands that only read:
+ * they must work whatever state the real directory is in, and change nothing.
+ */
+async function offline<T> (loc: Location, fn: (s: Session) => Promise<T>, mode: 'write' | 'read' = 'write'): Promise<T> {
   if (loc.stale || isMounted(loc.workspace)) {
     throw new CpfsError('STALE_MOUNT', `the cpfs daemon for ${loc.workspace} is not running but its mount is still there`, `run cpfs mount ${loc.workspace} to recover it, or cpfs unmount ${loc.workspace}`)
   }
   const dirFd = fs.openSync(loc.workspace, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY)
   let session: Session
   try {
-    session = await Session.open({ storePath: loc.store, workspace: loc.workspace, dirFd, create: false })
+    session = await openSession(loc, false, dirFd)
   } catch (err) {
     fs.closeSync(dirFd)
     throw err
   }
   try {
-    const finished = await recover(session)
+    const finished = mode === 'write' ? await recover(session) : null
     if (finished) {
       process.stderr.write(`cpfs: finished a plan that was interrupted: the real directory now holds the new view (${finished.ops} operations, ${finished.verified} paths verified)\n`)
     }
@@ -75,9 +119,18 @@ async function offline<T> (loc: Location, fn: (s: Session) => Promise<T>): Promi
   }
 }
 
-async function viaDaemonOr<T> (loc: Location, cmd: string, args: Record<string, unknown>, fn: (s: Session) => Promise<T>): Promise<T> {
+/**
+ * --force: what was changed outside cpfs is about to be replaced; record it first as a turn
+ * of its own (plans/absorb.ts), so it stays in the history, and say so.
+ */
+async function keepDisplaced (s: Session): Promise<void> {
+  const kept = await absorbOutsideChanges(s, { force: true })
+  if (kept) process.stderr.write(`cpfs: kept ${kept.paths.length} path${kept.paths.length === 1 ? '' : 's'} changed outside cpfs as turn ${kept.turn} before replacing ${kept.paths.length === 1 ? 'it' : 'them'} (cpfs diff ${kept.turn})\n`)
+}
+
+async function viaDaemonOr<T> (loc: Location, cmd: string, args: Record<string, unknown>, fn: (s: Session) => Promise<T>, mode: 'write' | 'read' = 'write'): Promise<T> {
   if (await daemonUp(loc)) return await call(loc.socket, { cmd, args }) as T
-  return await offline(loc, fn)
+  return await offline(loc, fn, mode)
 }
 
 export interface MountOptions extends Target {
@@ -96,6 +149,8 @@ export async function mount (opts: MountOptions = {}): Promise<ReadyInfo> {
     }
   }
   checkFuse() // fail here, with the real reason, before a daemon is started
+  checkStoreSpace(loc.store)
+  await stopStaleDaemon(loc)
   register(loc)
   if (opts.foreground) {
     return await new Promise<ReadyInfo>((resolve, reject) => {
@@ -129,9 +184,27 @@ export async function mount (opts: MountOptions = {}): Promise<ReadyInfo> {
   return msg.ready as ReadyInfo
 }
 
+/** Refuse to mount when the store's disk is already below the reserve: every write would fail. */
+function checkStoreSpace (store: string): void {
+  let dir = store
+  while (!fs.existsSync(dir) && dirname(dir) !== dir) dir = dirname(dir)
+  const st = fs.statfsSync(dir)
+  const free = st.bavail * st.bsize
+  const reserve = reserveBytes()
+  if (free < reserve) {
+    throw new CpfsError('STORE_FULL', `the store's disk has ${humanBytes(free)} free, less than the ${humanBytes(reserve)} cpfs keeps in reserve (store: ${store})`, 'free space there, move the store (--store or CPFS_HOME), or lower the reserve (CPFS_RESERVE_BYTES or "reserve" in config.json)')
+  }
+}
+
+function humanBytes (n: number): string {
+  return n >= 1024 ** 3 ? `${(n / 1024 ** 3).toFixed(1)} GiB` : n >= 1024 ** 2 ? `${(n / 1024 ** 2).toFixed(1)} MiB` : `${Math.round(n / 1024)} KiB`
+}
+
 export interface UnmountResult {
   applied: boolean
   summary: PlanSummary | null
+  /** With --discard: turns set aside (cpfs redo brings them back until the next write). */
+  discarded?: number
 }
 
 /** Flush, unmount, then apply the head view to the real directory (verified) unless discard. */
@@ -143,7 +216,8 @@ export async function unmount (opts: Target & { discard?: boolean, force?: boole
   if (loc.stale || isMounted(loc.workspace)) await unmountPath(loc.workspace, true)
   const fresh = where(opts)
   return await offline(fresh, async (s) => {
-    if (opts.discard) return { applied: false, summary: null }
+    if (opts.discard) return { applied: false, summary: null, discarded: await s.discard() }
+    if (opts.force) await keepDisplaced(s)
     return { applied: true, summary: await applyStack(s, { force: opts.force }) }
   })
 }
@@ -157,7 +231,7 @@ export async function turn (opts: Target & { message?: string, id?: string } = {
 /** The turns; with `lines`, also the lines each added and removed (reads changed text files). */
 export async function log (opts: Target & { lines?: boolean } = {}): Promise<TurnInfo[]> {
   const loc = where(opts)
-  return await viaDaemonOr(loc, 'log', { lines: Boolean(opts.lines) }, async (s) => await logWithLines(s, Boolean(opts.lines)))
+  return await viaDaemonOr(loc, 'log', { lines: Boolean(opts.lines) }, async (s) => await logWithLines(s, Boolean(opts.lines)), 'read')
 }
 
 
@@ -174,9 +248,10 @@ export async function rewind (turnSpec: string | number, opts: Target & { force?
   if (await daemonUp(loc)) return { ...await call(loc.socket, { cmd: 'rewind', args: { turn: String(turnSpec) } }) as any, mounted: true }
   return await offline(loc, async (s) => {
     const t = s.resolveTurn(turnSpec)
-    const summary = await applyStack(s, { force: opts.force, stack: s.meta.stack.slice(0, t - 1) })
-    const r = await s.rewind(t)
-    return { ...r, mounted: false, summary }
+    if (opts.force) await keepDisplaced(s)
+    const dropped = s.meta.stack.length - t + 1
+    const summary = await applyStack(s, { force: opts.force, stack: s.meta.stack.slice(0, t - 1), after: s.rewindChange(t) })
+    return { head: s.head, dropped, mounted: false, summary }
   })
 }
 
@@ -209,9 +284,9 @@ export async function restore (turnSpec: string | number, paths: string[], opts:
   return await offline(loc, async (s) => {
     const pending = s.pending()
     if (pending > 0) throw new CpfsError('PENDING', `${pending} turn${pending === 1 ? ' is' : 's are'} not applied to the real directory yet`, `run cpfs unmount ${loc.workspace} (it applies them) or mount the workspace, then restore`)
+    if (opts.force) await keepDisplaced(s)
     const r = await s.prepareRestore(turnSpec, rel)
-    const summary = await runPlan(s, await viewOf(s, s.meta.applied), r.view, r.touched, { force: opts.force, targetStack: s.meta.stack })
-    await r.commit()
+    const summary = await runPlan(s, await viewOf(s, s.meta.applied), r.view, r.touched, { force: opts.force, targetStack: r.change.stack, after: r.change, preOps: r.preOps })
     return { turn: r.turn, paths: rel, mounted: false, summary }
   })
 }
@@ -258,25 +333,24 @@ export async function fork (turnSpec: string | number, dest: string, opts: Targe
 export async function rewindPreview (turnSpec: string | number, opts: Target = {}): Promise<RewindPreview> {
   const loc = where(opts)
   if (await daemonUp(loc)) return await call(loc.socket, { cmd: 'preview-rewind', args: { turn: String(turnSpec) } }) as RewindPreview
-  return await offline(loc, async (s) => await previewRewind(s, String(turnSpec), false))
+  return await offline(loc, async (s) => await previewRewind(s, String(turnSpec), false), 'read')
 }
 
 /** What turn `spec` (a number, an id, or a range A..B; default: the head) changed. */
 export async function diff (spec: string | undefined, opts: Target & { patches?: boolean } = {}): Promise<{ a: number, b: number, changes: Change[] }> {
   const loc = where(opts)
-  return await viaDaemonOr(loc, 'diff', { spec, patches: Boolean(opts.patches) }, async (s) => await diffTurns(s, spec, { patches: opts.patches }))
+  return await viaDaemonOr(loc, 'diff', { spec, patches: Boolean(opts.patches) }, async (s) => await diffTurns(s, spec, { patches: opts.patches }), 'read')
 }
 
 export async function undo (opts: Target & { force?: boolean } = {}): Promise<RewindResult> {
   const loc = where(opts)
   if (await daemonUp(loc)) return { ...await call(loc.socket, { cmd: 'undo' }) as any, mounted: true }
   return await offline(loc, async (s) => {
-    const empty = (s.layers.get(s.headLayer)?.size ?? 0) === 0
-    const t = empty ? s.head - 1 : s.head
-    if (t < 1) throw new CpfsError('NOTHING_TO_UNDO', 'nothing to undo: turn 1 has no changes', 'make a change first, or see cpfs log')
-    const summary = await applyStack(s, { force: opts.force, stack: s.meta.stack.slice(0, t - 1) })
-    const r = await s.rewind(t)
-    return { ...r, mounted: false, summary }
+    if (opts.force) await keepDisplaced(s)
+    const t = s.undoTarget()
+    const dropped = s.meta.stack.length - t + 1
+    const summary = await applyStack(s, { force: opts.force, stack: s.meta.stack.slice(0, t - 1), after: s.rewindChange(t) })
+    return { head: s.head, dropped, mounted: false, summary }
   })
 }
 
@@ -284,11 +358,10 @@ export async function redo (opts: Target & { force?: boolean } = {}): Promise<Re
   const loc = where(opts)
   if (await daemonUp(loc)) return { ...await call(loc.socket, { cmd: 'redo' }) as any, mounted: true }
   return await offline(loc, async (s) => {
-    const prev = s.meta.redo.at(-1)
-    if (!prev) throw new CpfsError('NOTHING_TO_REDO', 'nothing to redo', 'redo only follows a rewind or undo, before any new write')
-    const summary = await applyStack(s, { force: opts.force, stack: prev })
-    const r = await s.redo()
-    return { ...r, mounted: false, summary }
+    if (opts.force) await keepDisplaced(s)
+    const change = await s.redoChange()
+    const summary = await applyStack(s, { force: opts.force, stack: change.stack, after: change })
+    return { head: s.head, mounted: false, summary }
   })
 }
 
@@ -304,13 +377,17 @@ export async function status (opts: Target = {}): Promise<StatusInfo> {
   const storeBytes = dirBytes(loc.store)
   if (await daemonUp(loc)) {
     const s = await call(loc.socket, { cmd: 'status' }) as any
-    return { workspace: loc.workspace, mounted: true, stale: false, pid: s.pid, head: s.head, turns: s.turns, pending: s.pending, redo: s.redo, store: loc.store, storeBytes, skipped: s.skipped, ops: s.ops }
+    const out: StatusInfo = { workspace: loc.workspace, mounted: true, stale: false, pid: s.pid, head: s.head, turns: s.turns, pending: s.pending, redo: s.redo, store: loc.store, storeBytes, skipped: s.skipped, ops: s.ops }
+    if (s.spaceRefusedAt) out.spaceRefusedAt = s.spaceRefusedAt
+    return out
   }
   const stale = loc.stale || isMounted(loc.workspace)
   const empty: StatusInfo = { workspace: loc.workspace, mounted: false, stale, pid: null, head: null, turns: 0, pending: 0, redo: 0, store: loc.store, storeBytes, skipped: [] }
   if (stale || !fs.existsSync(join(loc.store, 'db'))) return empty
   return await offline(loc, async (s) => {
     const st = s.status()
-    return { ...empty, head: st.head, turns: st.turns, pending: st.pending, redo: st.redo, skipped: st.skipped }
-  })
+    const out: StatusInfo = { ...empty, head: st.head, turns: st.turns, pending: st.pending, redo: st.redo, skipped: st.skipped }
+    if (s.store.getSync(JOURNAL_KEY)) out.interrupted = true
+    return out
+  }, 'read')
 }

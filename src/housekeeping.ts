@@ -5,6 +5,7 @@ import * as fs from 'node:fs'
 import { join } from 'node:path'
 import * as api from './api.js'
 import { CpfsError } from './errors.js'
+import { parseSize, readConfig } from './config.js'
 import { ping } from './control/client.js'
 import { Session } from './session/session.js'
 import { prune as pruneSession, squashOldest, type PruneResult } from './session/prune.js'
@@ -33,13 +34,7 @@ function newest (p: string): number {
   return Math.floor(t)
 }
 
-export function parseSize (s: string | number): number {
-  if (typeof s === 'number') return s
-  const m = /^(\d+(?:\.\d+)?)\s*([KMGT]?)i?B?$/i.exec(s.trim())
-  if (!m) throw new CpfsError('USAGE', `cannot read the size "${s}"`, 'write it like 500M or 2G')
-  const mult = { '': 1, K: 1024, M: 1024 ** 2, G: 1024 ** 3, T: 1024 ** 4 }[m[2].toUpperCase() as '' | 'K' | 'M' | 'G' | 'T']
-  return Math.floor(Number(m[1]) * mult)
-}
+export { parseSize } from './config.js'
 
 export interface PruneSettings {
   keepTurns?: number
@@ -48,13 +43,7 @@ export interface PruneSettings {
 }
 
 export function configuredPrune (): PruneSettings {
-  const file = join(cpfsHome(), 'config.json')
-  try {
-    return JSON.parse(fs.readFileSync(file, 'utf8')).prune ?? {}
-  } catch (err: any) {
-    if (err.code === 'ENOENT') return {}
-    throw new CpfsError('BAD_CONFIG', `cannot read ${file}: ${err.message}`, 'fix or remove the file')
-  }
+  return readConfig().prune ?? {}
 }
 
 /** Every workspace with history under CPFS_HOME. */

@@ -54,7 +54,9 @@ if (fuseAvailable(t)) {
     // The daemon's lower handle is the only way to the real files; unmount --discard shows them.
     w.ok('unmount', w.ws, '--discard')
     t.same(manifest(w.ws), before, 'discard leaves the real directory exactly as it was')
-    t.equal(JSON.parse(w.ok('status', w.ws, '--json')).pending, 1, 'the discarded turn is still in the history')
+    const st = JSON.parse(w.ok('status', w.ws, '--json'))
+    t.equal(st.pending, 0, 'nothing discarded is pending')
+    t.equal(st.redo, 1, 'the discarded work can be brought back')
   })
 
   t.test('rm -rf of a lower directory, then recreating it, hides the old children (opaque)', async t => {

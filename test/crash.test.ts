@@ -5,7 +5,7 @@
 import t from 'tap'
 import * as fs from 'node:fs'
 import { join } from 'node:path'
-import { CLI, daemonPid, fuseAvailable, isMountedAt, manifest, sleep, workspace } from './helpers.js'
+import { CLI, daemonPid, fuseAvailable, isMountedAt, manifest, sleep, stopDaemon, workspace } from './helpers.js'
 
 const TREE = 'mkdir -p a/b && echo 1 > a/b/one && echo 2 > a/two && echo top > top && ln -s top link'
 
@@ -92,14 +92,14 @@ if (fuseAvailable(t)) {
       w.ok('mount', w.ws)
       w.run(SCRIPT)
       const target = manifest(w.ws)
-      w.ok('unmount', w.ws, '--discard')
+      await stopDaemon(w.home, w.ws)
       w.ok('unmount', w.ws) // not mounted: applies the pending turn offline
       t.same(manifest(w.ws), target, `no crash injected: the plan applies (sanity, run ${i})`)
       // Same again with a crash after operation i.
       const v = workspace(t, TREE, { env: { CPFS_TEST_CRASH_AFTER_OP: String(i) } })
       v.ok('mount', v.ws)
       v.run(SCRIPT)
-      v.cpfs('unmount', v.ws, '--discard')
+      await stopDaemon(v.home, v.ws)
       const crashed = v.cpfs('unmount', v.ws)
       if (crashed.code === 0) {
         t.same(manifest(v.ws), target, `operation ${i} is past the end of the plan: it completed`)
@@ -108,10 +108,13 @@ if (fuseAvailable(t)) {
       crashes++
       t.equal(crashed.code, 128, `the applier was killed after operation ${i}`)
       const st = v.cpfs('status', v.ws, '--json')
-      t.equal(st.code, 0, 'the next command runs')
-      t.match(st.stderr, /finished a plan that was interrupted: the real directory now holds the new view/, 'and says which view the directory holds')
+      t.equal(st.code, 0, 'status works after the crash')
+      t.equal(JSON.parse(st.stdout).interrupted, true, 'and reports the interrupted plan without touching anything')
+      const next = v.cpfs('unmount', v.ws)
+      t.equal(next.code, 0, 'the next command that changes something runs')
+      t.match(next.stderr, /finished a plan that was interrupted: the real directory now holds the new view/, 'and says which view the directory holds')
       t.same(manifest(v.ws), target, `after a crash at operation ${i} the real directory is byte-exact at the new view`)
-      t.equal(JSON.parse(st.stdout).pending, 0, 'and nothing is pending')
+      t.equal(JSON.parse(v.ok('status', v.ws, '--json')).pending, 0, 'and nothing is pending')
       if (i === 0) {
         // The pre-session content stays restorable after a crash-and-recover.
         v.run(`env -u CPFS_TEST_CRASH_AFTER_OP node ${CLI} rewind 1 ${v.ws}`)

@@ -26,7 +26,15 @@ if (fuseAvailable(t)) {
     const r = w.cpfs('exec', w.ws, '--discard', '--', 'bash', '-c', 'rm -rf src && echo x > y')
     t.equal(r.code, 0)
     t.same(manifest(w.ws), before, 'nothing applied')
-    t.equal(JSON.parse(w.ok('status', w.ws, '--json')).pending, 1, 'the work is kept in the history')
+    const st = JSON.parse(w.ok('status', w.ws, '--json'))
+    t.equal(st.pending, 0, 'nothing discarded is pending')
+    t.equal(st.redo, 1, 'the discarded work can be brought back with redo')
+    // The next session starts from the real directory, and a plain unmount applies nothing.
+    w.ok('mount', w.ws)
+    t.notOk(fs.existsSync(join(w.ws, 'y')), 'the next mount does not show the discarded file')
+    t.ok(fs.existsSync(join(w.ws, 'src')), 'nor the discarded deletion')
+    w.ok('unmount', w.ws)
+    t.same(manifest(w.ws), before, 'and unmount applies none of it')
   })
 
   t.test('exec --turn-per-command gives each command line its own turn', async t => {

@@ -98,7 +98,8 @@ export function cleanup (ws: string, home: string, base: string): void {
     const mnt = line.split(' ')[4]
     if (mnt && mnt.startsWith(base)) spawnSync('umount', ['-l', mnt])
   }
-  fs.rmSync(base, { recursive: true, force: true })
+  // rm(1) walks with openat: it also removes trees deeper than PATH_MAX (fs.rmSync cannot).
+  spawnSync('rm', ['-rf', base])
 }
 
 function findFiles (dir: string, name: string): string[] {
@@ -164,4 +165,20 @@ export function daemonPid (home: string): number {
 
 export function isMountedAt (dir: string): boolean {
   return fs.readFileSync('/proc/self/mountinfo', 'utf8').split('\n').some(l => l.split(' ')[4] === dir && l.includes(' fuse.cpfs '))
+}
+
+/**
+ * Stop the daemon the way SIGTERM does: unmounted, nothing applied, nothing discarded — the
+ * turns stay pending, for tests of plans run offline by the next command.
+ */
+export async function stopDaemon (home: string, ws: string): Promise<void> {
+  const pid = daemonPid(home)
+  process.kill(pid, 'SIGTERM')
+  for (let i = 0; i < 200; i++) {
+    let alive = true
+    try { process.kill(pid, 0) } catch { alive = false }
+    if (!alive && !isMountedAt(ws)) return
+    await sleep(50)
+  }
+  throw new Error(`the daemon ${pid} did not stop on SIGTERM`)
 }

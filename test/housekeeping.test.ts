@@ -3,7 +3,7 @@
 import t from 'tap'
 import * as fs from 'node:fs'
 import { join } from 'node:path'
-import { fuseAvailable, manifest, workspace, type ManifestEntry } from './helpers.js'
+import { fuseAvailable, manifest, stopDaemon, workspace, type ManifestEntry } from './helpers.js'
 
 const TREE = 'mkdir src && echo one > src/a && echo keep > keep'
 
@@ -57,7 +57,7 @@ if (fuseAvailable(t)) {
     let r = w.cpfs('prune', w.ws, '--keep-turns', '1')
     t.equal(r.code, 1, 'refused while mounted')
     t.match(r.stderr, /is mounted \(run cpfs unmount/)
-    w.ok('unmount', w.ws, '--discard')
+    await stopDaemon(w.home, w.ws)
     w.ok('mount', w.ws)
     w.run('echo more > more')
     w.ok('unmount', w.ws)
@@ -96,7 +96,7 @@ if (fuseAvailable(t)) {
     t.ok(list.every((s: any) => s.bytes > 0 && s.lastUsed > 0), 'with sizes and last use')
     let r = a.cpfs('forget', a.ws, '--yes')
     t.match(r.stderr, /is mounted/, 'forget refuses while mounted')
-    a.ok('unmount', a.ws, '--discard')
+    await stopDaemon(a.home, a.ws)
     r = a.cpfs('forget', a.ws, '--yes')
     t.match(r.stderr, /1 turn is not applied to the real directory; forgetting would lose it \(.*--force/, 'and while work is pending')
     r = a.cpfs('forget', a.ws)

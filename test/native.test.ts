@@ -677,7 +677,8 @@ if (canMount) {
 
     holder.stdin!.end() // the holder exits, closing the last file in the mount
     await until('POLLERR', () => statuses.includes(N.UV_EBADF))
-    t.equal(native.readBatch(fd, buf, MIN_READ, 16), -19, 'now the connection has ended')
+    // (A read racing with the end of the connection may see ECONNABORTED instead of ENODEV.)
+    t.ok([-19, -103].includes(native.readBatch(fd, buf, MIN_READ, 16)), 'now the connection has ended')
   })
 
   // --- fusermountOpen -----------------------------------------------------------------------

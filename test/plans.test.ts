@@ -5,7 +5,7 @@ import * as fs from 'node:fs'
 import { join } from 'node:path'
 import { ClassicLevel } from 'classic-level'
 import { pack } from 'msgpackr'
-import { fuseAvailable, manifest, workspace, type ManifestEntry } from './helpers.js'
+import { fuseAvailable, manifest, stopDaemon, workspace, type ManifestEntry } from './helpers.js'
 
 const TREE = `
 mkdir -p src/lib empty docs
@@ -93,7 +93,7 @@ if (fuseAvailable(t)) {
       const w = workspace(t, TREE)
       w.ok('mount', w.ws)
       w.run('echo x > victim')
-      w.ok('unmount', w.ws, '--discard')
+      await stopDaemon(w.home, w.ws)
       const st = JSON.parse(w.ok('status', w.ws, '--json'))
       // Tamper with the history: add an entry at a path that climbs out of the workspace.
       const db = new ClassicLevel<string, Buffer>(join(st.store, 'db'), { keyEncoding: 'utf8', valueEncoding: 'buffer' })
@@ -156,7 +156,7 @@ if (fuseAvailable(t)) {
     const w = workspace(t, TREE, { env: { CPFS_TEST_EDIT_BEFORE_OP: '1' } })
     w.ok('mount', w.ws)
     w.run('echo agent-a > docs/d.md && echo agent-b > src/main.c && echo agent-c > src/lib/l.c')
-    w.ok('unmount', w.ws, '--discard')
+    await stopDaemon(w.home, w.ws)
     // Plan order: docs/d.md, src/lib/l.c, src/main.c; the hook edits operation 1's path first.
     const r = w.cpfs('unmount', w.ws)
     t.equal(r.code, 1, 'the plan reports failure')

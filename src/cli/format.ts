@@ -1,4 +1,5 @@
 // Human-readable output. Colours only on a TTY and never with NO_COLOR.
+import { medianMicros } from '../fuse/stats.js'
 import type { StatusInfo } from '../api.js'
 import type { PruneReport, StoreInfo } from '../housekeeping.js'
 import type { PlanSummary } from '../plans/run.js'
@@ -54,9 +55,13 @@ export function formatStatus (s: StatusInfo): string {
     ['store', `${s.store} (${bytes(s.storeBytes)})`]
   ]
   if (s.ops) {
+    const total = Object.values(s.ops.counts).reduce((a, b) => a + b, 0)
+    lines.push(['requests', `${total}${s.ops.hist ? `, median handler time ≤ ${medianMicros(s.ops.hist)} µs` : ''}`])
     const rows = Object.entries(s.ops.counts).sort((a, b) => (s.ops!.ms[b[0]] ?? 0) - (s.ops!.ms[a[0]] ?? 0))
     for (const [op, n] of rows) lines.push([`  ${op}`, `${n} calls, ${(s.ops.ms[op] ?? 0).toFixed(0)} ms (${((s.ops.ms[op] ?? 0) * 1000 / n).toFixed(0)} µs each)`])
   }
+  if (s.spaceRefusedAt) lines.push(['space', `writes in the mount were refused for lack of space (last ${age(s.spaceRefusedAt)}): the store's disk is below the reserve; remove large files in the mount, or free space on the disk`])
+  if (s.interrupted) lines.push(['plan', 'a plan to the real directory was interrupted; the next cpfs command that changes something (unmount, mount, rewind...) finishes it'])
   if (s.skipped.length) lines.push(['skipped', `the last plan left ${s.skipped.map(p => p.slice(1)).join(', ')} as another process wrote them`])
   return lines.map(([k, v]) => `${k.padEnd(10)} ${v}`).join('\n')
 }

@@ -119,7 +119,8 @@ Example (an MCP client's configuration):
 
 Mount DIR (default .), run CMD inside it (its working directory is the mount), then unmount:
 apply the result through a verified plan, or with --discard leave the real directory as it
-was (the history is kept). Exits with CMD's exit code. Ctrl-C and SIGTERM are passed on to
+was (the work is set aside: cpfs redo brings it back until the next write). Exits with
+CMD's exit code. Ctrl-C and SIGTERM are passed on to
 CMD, and the mount is always cleaned up.
   --sandbox           run in a private mount namespace: only CMD and its children see the
                       overlay, with a store of its own, so several agents can work on one
@@ -152,7 +153,9 @@ Example:  cpfs forget ~/src/old-project --yes`,
   status: `Usage: cpfs status [DIR] [--all] [--json] [--stats] [--reset-stats]
 
 Show whether DIR is mounted (and the daemon's pid), the head turn, the number of turns, the
-turns not yet applied to the real directory (pending), redo steps and the store.
+turns not yet applied to the real directory (pending), redo steps and the store, and whether
+a plan to the real directory was interrupted (the next command that changes something finishes
+it; status itself never changes anything).
 --all lists every workspace with history under CPFS_HOME: mounted or not, turns, size on
 disk, last used, and "orphaned" when the workspace no longer exists.
 --stats adds, while mounted, every FUSE operation the daemon answered with its count and the
@@ -162,9 +165,14 @@ Example:  cpfs status --json`,
   unmount: `Usage: cpfs unmount [DIR] [--discard] [--force] [--json]
 
 Flush, unmount, then apply the head view to the real directory through a verified plan and
-report what was written and verified. --discard leaves the real directory as it was (the
-history is kept). --force applies even over paths changed outside cpfs. Fails, changing
-nothing, while a process still uses the mount.
+report what was written and verified. The next mount starts a new turn.
+  --discard   leave the real directory as it was and set this session's turns aside: the
+              next session starts from the real directory; cpfs redo brings them back (until
+              the next write), and they stay in the store until pruned
+  --force     apply even over paths changed outside cpfs; their outside version is kept in
+              the history as a turn of its own first
+Refuses, changing nothing, while a process still uses the mount, or (without --force) when a
+path it would change was changed outside cpfs.
 
 Example:  cpfs unmount ~/src/app`
 }

@@ -57,6 +57,7 @@ const commands: Record<string, Command> = {
       if (f.json) out(JSON.stringify(info))
       else {
         out(String(info.head))
+        if (info.outside) note(`cpfs: ${info.outside.paths} path${info.outside.paths === 1 ? '' : 's'} changed outside cpfs since it last saw ${info.outside.paths === 1 ? 'it' : 'them'}: recorded as turn ${info.outside.turn} (cpfs diff ${info.outside.turn})`)
         note(`cpfs: mounted ${info.workspace} at turn ${info.head}${info.recovered ? ' (finished an interrupted plan first)' : ''}; cd into it again to see the mount`)
       }
       if (f.foreground) await new Promise(() => {}) // the daemon keeps the process alive until it unmounts
@@ -147,7 +148,8 @@ const commands: Record<string, Command> = {
         const r = await execCommand({ ...target(pos, f), command: rest, discard: Boolean(f.discard), sandbox: Boolean(f.sandbox), turnPerCommand: Boolean(f['turn-per-command']), force: Boolean(f.force) })
         if (resultFile) writeFileSync(resultFile, JSON.stringify(r))
         else if (f.json) out(JSON.stringify(r))
-        else note(r.applied ? `cpfs: ${formatSummary(r.summary!)}` : 'cpfs: the real directory was left as it was (history kept)')
+        else if (r.applied) note(`cpfs: ${formatSummary(r.summary!)}`)
+        else process.stderr.write('cpfs: the real directory was left as it was; the work was set aside (cpfs redo brings it back until the next write)\n')
         return r.code
       } catch (err) {
         // Inside a sandbox the outer cpfs reports the error: hand it over in the result file.
@@ -273,7 +275,7 @@ const commands: Record<string, Command> = {
     run: async (pos, f) => {
       const r = await api.unmount({ ...target(pos, f), discard: Boolean(f.discard), force: Boolean(f.force) })
       if (f.json) out(JSON.stringify(r))
-      else if (!r.applied) out('unmounted; the real directory was left as it was (history kept: cpfs log)')
+      else if (!r.applied) out(`unmounted; the real directory was left as it was${r.discarded ? `; ${r.discarded} turn${r.discarded === 1 ? '' : 's'} set aside (cpfs redo brings ${r.discarded === 1 ? 'it' : 'them'} back until the next write)` : ''}`)
       else out(`unmounted; ${formatSummary(r.summary!)}`)
       return 0
     }

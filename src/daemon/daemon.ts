@@ -9,11 +9,15 @@ import { CpfsError } from '../errors.js'
 import { serve } from '../control/server.js'
 import type { Request } from '../control/protocol.js'
 import { Channel } from '../fuse/channel.js'
+import { newStats } from '../fuse/stats.js'
+import { OP_NAMES } from '../fuse/kernel.js'
 import { FuseOps } from '../fuse/ops.js'
 import { cacheTimeout, checkFuse, mountFuse, unmountPath } from '../fuse/mount.js'
 import { Notifier } from '../fuse/invalidate.js'
 import { ancestors } from '../overlay/paths.js'
 import { applyStack, recover } from '../plans/run.js'
+import { absorbOutsideChanges } from '../plans/absorb.js'
+import { freezeOrigin } from '../plans/freeze.js'
 import { diffTurns, logWithLines, previewRewind } from '../plans/preview.js'
 import { forkView } from '../plans/fork.js'
 import { Session } from '../session/session.js'
@@ -30,6 +34,8 @@ export interface ReadyInfo {
   workspace: string
   store: string
   recovered: boolean
+  /** Paths changed outside cpfs since it last saw them, recorded as this turn before mounting. */
+  outside?: { turn: number, paths: number }
 }
 
 export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) => void): Promise<void> {
@@ -48,8 +54,11 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
     throw err
   }
   let recovered = false
+  let outside: ReadyInfo['outside']
   try {
     recovered = (await recover(session)) !== null
+    const absorbed = await absorbOutsideChanges(session)
+    if (absorbed) outside = { turn: absorbed.turn, paths: absorbed.paths.length }
   } catch (err) {
     await session.close()
     throw err
@@ -66,7 +75,9 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
   ops.register(ch)
   const notifier = new Notifier(fd)
   ch.onError = (err, req) => {
-    process.stderr.write(`cpfs daemon: ${new Date().toISOString()} internal error in ${req.opcode}: ${(err as any)?.stack ?? err}\n`)
+    // One line per unexpected error: the request answered EIO, the daemon goes on.
+    const what = String((err as any)?.stack ?? err).split('\n').slice(0, 2).map(l => l.trim()).join(' ')
+    process.stderr.write(`cpfs daemon: ${new Date().toISOString()} ${OP_NAMES[req.opcode] ?? 'op' + req.opcode} (node ${req.nodeid}) failed: ${what}\n`)
   }
   const initDone = new Promise<void>((resolve) => { ops.onInit = resolve })
   ch.start()
@@ -126,12 +137,26 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
   let server: Server | null = null
   let closing = false
 
-  const shutdown = async (apply: boolean, force: boolean): Promise<unknown> => {
+  /** apply: run the plan to the real directory; discard: set the pending turns aside; keep: neither. */
+  /**
+   * `lazy`: for signals and a lost connection — a busy mount is detached instead of refused,
+   * because the daemon must end (its users then see ENOTCONN, as after a crash).
+   */
+  const shutdown = async (mode: 'apply' | 'discard' | 'keep', force: boolean, lazy = false): Promise<unknown> => {
     if (closing) throw new CpfsError('BUSY', 'the daemon is already shutting down', 'wait a moment and check cpfs status')
     closing = true
     try {
       await session.flushAll(true)
-      if (!ch.closed) await unmountPath(loc.workspace)
+      // The mount may be gone already (umount -l, fusermount -u -z): nothing to unmount then.
+      if (isMounted(loc.workspace)) {
+        try {
+          await unmountPath(loc.workspace, ch.closed)
+        } catch (err: any) {
+          if (!lazy || err?.code !== 'MOUNT_BUSY') throw err
+          process.stderr.write(`cpfs daemon: ${loc.workspace} is busy; detaching it (processes still inside get ENOTCONN)\n`)
+          await unmountPath(loc.workspace, true)
+        }
+      }
     } catch (err) {
       closing = false
       throw err
@@ -142,13 +167,21 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
     server?.close()
     try { fs.unlinkSync(pidFile) } catch {}
     let summary: unknown = null
+    let discarded: number | undefined
     try {
-      if (apply) summary = await applyStack(session, { force })
+      if (mode === 'apply' && force) {
+        const kept = await absorbOutsideChanges(session, { force: true })
+        if (kept) process.stderr.write(`cpfs daemon: kept ${kept.paths.length} paths changed outside cpfs as turn ${kept.turn} before replacing them\n`)
+      }
+      if (mode === 'apply') summary = await applyStack(session, { force })
+      if (mode === 'discard') discarded = await session.discard()
     } finally {
+      // What the history still needs from the real directory is kept before anyone can edit it.
+      await freezeOrigin(session).catch((err) => process.stderr.write(`cpfs daemon: cannot keep the origin of unapplied turns: ${err.message}\n`))
       await session.close()
       setTimeout(() => process.exit(0), 50)
     }
-    return { applied: apply, summary }
+    return { applied: mode === 'apply', summary, discarded }
   }
 
   const handle = async (req: Request): Promise<unknown> => {
@@ -157,7 +190,7 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
     switch (req.cmd) {
       case 'ping': return { pid: process.pid }
       case 'status': return { ...session.status(), mounted: true, pid: process.pid, ops: ch.stats, nodes: ops.nodes.size }
-      case 'reset-stats': ch.stats = { counts: {}, ms: {} }; return null
+      case 'reset-stats': ch.stats = newStats(); return null
       case 'turn': return { head: await session.turn({ message: a.message as string | undefined, id: a.id as string | undefined }) }
       case 'log': return await logWithLines(session, Boolean(a.lines))
       case 'rewind': return await withInvalidation(() => session.rewind(a.turn as string))
@@ -171,7 +204,7 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
       case 'restore': return await withInvalidation(() => session.restore(String(a.turn), a.paths as string[]))
       case 'diff': return await diffTurns(session, a.spec as string | undefined, { patches: Boolean(a.patches) })
       case 'preview-rewind': return await previewRewind(session, String(a.turn), true)
-      case 'unmount': return await shutdown(!a.discard, Boolean(a.force))
+      case 'unmount': return await shutdown(a.discard ? 'discard' : 'apply', Boolean(a.force))
       default: throw new CpfsError('BAD_REQUEST', `unknown command ${req.cmd}`, 'upgrade the cpfs CLI to match the daemon')
     }
   }
@@ -179,8 +212,9 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
 
   const onSignal = (sig: string) => {
     process.stderr.write(`cpfs daemon: ${sig}, unmounting without applying (history kept)\n`)
-    shutdown(false, false).catch((err) => {
-      process.stderr.write(`cpfs daemon: cannot unmount on ${sig}: ${err.message}\n`)
+    shutdown('keep', false, true).catch((err) => {
+      process.stderr.write(`cpfs daemon: cannot shut down cleanly on ${sig}: ${err.message}; exiting anyway (the next cpfs mount recovers)\n`)
+      process.exit(1)
     })
   }
   // The mount can vanish under the daemon (umount -l, fusermount -u -z, an aborted
@@ -188,7 +222,7 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
   ch.onEnd = (why) => {
     if (closing) return
     process.stderr.write(`cpfs daemon: ${why}; saving the history and exiting\n`)
-    shutdown(false, false).catch((err) => {
+    shutdown('keep', false, true).catch((err) => {
       process.stderr.write(`cpfs daemon: cannot shut down cleanly: ${err.message}\n`)
       process.exit(1)
     })
@@ -197,5 +231,5 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
   process.on('SIGINT', () => onSignal('SIGINT'))
   process.on('SIGHUP', () => onSignal('SIGHUP'))
 
-  ready({ pid: process.pid, head: session.head, workspace: loc.workspace, store: loc.store, recovered })
+  ready({ pid: process.pid, head: session.head, workspace: loc.workspace, store: loc.store, recovered, ...(outside ? { outside } : {}) })
 }

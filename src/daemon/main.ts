@@ -12,8 +12,13 @@ function report (line: object): void {
 }
 
 const opts = JSON.parse(process.argv[2]) as DaemonOptions
+// Nothing a process does inside the mount may take it down: an error no handler caught is
+// logged, and the daemon goes on serving.
 process.on('uncaughtException', (err) => {
-  process.stderr.write(`cpfs daemon: uncaught: ${err.stack ?? err}\n`)
+  process.stderr.write(`cpfs daemon: ${new Date().toISOString()} uncaught: ${err.stack ?? err}\n`)
+})
+process.on('unhandledRejection', (err: any) => {
+  process.stderr.write(`cpfs daemon: ${new Date().toISOString()} unhandled rejection: ${err?.stack ?? err}\n`)
 })
 runDaemon(opts, (info) => report({ ready: info })).catch((err) => {
   const e = isCpfsError(err) ? err : new CpfsError('INTERNAL', String(err?.stack ?? err))

@@ -6,10 +6,12 @@
 // go out from a worker thread: the kernel may block such a write on a directory lock held by
 // a request that is waiting for this very thread.
 import * as fs from 'node:fs'
+import { constants as osConstants } from 'node:os'
 import { native } from '../native/index.js'
 import { Op, OUT_HEADER, OP_NAMES, align8 } from './kernel.js'
 import { Request, putOutHeader } from './wire.js'
 import { toErrno } from './errno.js'
+import { newStats, type OpStats } from './stats.js'
 
 /** What the kernel may send at most: max_write of data plus headers, or a 64 KiB xattr. */
 export const MAX_WRITE = 1024 * 1024
@@ -20,10 +22,12 @@ const BATCH = 64
 
 export type Handler = (req: Request, ch: Channel) => void
 
-export interface OpStats {
-  counts: Record<string, number>
-  /** Milliseconds spent in handlers (the synchronous part; waits are timed to their reply). */
-  ms: Record<string, number>
+const ERRNO = osConstants.errno as Record<string, number>
+
+/** An expected failure: a filesystem error with an errno name (ENOENT, EEXIST...). */
+function isErrnoError (err: unknown): boolean {
+  const code = (err as any)?.code
+  return typeof code === 'string' && ERRNO[code] !== undefined
 }
 
 export class Channel {
@@ -36,7 +40,7 @@ export class Channel {
   private ended = false
   /** Requests answered later (flush, fsync): unique → reply once. */
   private readonly waiting = new Map<bigint, Request>()
-  stats: OpStats = { counts: {}, ms: {} }
+  stats: OpStats = newStats()
   onEnd: (why: string) => void = () => {}
   onError: (err: unknown, req: Request) => void = () => {}
 
@@ -65,15 +69,9 @@ export class Channel {
     if (this.ended) return
     // An error status (the kernel reports POLLERR once the connection is gone): a read tells.
     void status
-    let n: number
-    try {
-      n = native.readBatch(this.fd, this.inBuf, MIN_FREE, BATCH)
-    } catch (err: any) {
-      // ECONNABORTED: an administrator aborted the connection (/sys/fs/fuse/connections).
-      if (err?.code === 'ECONNABORTED') return this.end('the connection was aborted')
-      throw err
-    }
-    if (n < 0) return this.end('the mount was unmounted or its connection aborted')
+    const n = native.readBatch(this.fd, this.inBuf, MIN_FREE, BATCH)
+    if (n === -103) return this.end('the connection was aborted (/sys/fs/fuse/connections/N/abort)')
+    if (n < 0) return this.end('the mount was unmounted')
     let off = 0
     for (let i = 0; i < n; i++) {
       const req = new Request(this.inBuf, off)
@@ -89,7 +87,8 @@ export class Channel {
     this.onEnd(why)
   }
 
-  private dispatch (req: Request): void {
+  /** Handle one request (the read loop calls this; tests call it with crafted requests). */
+  dispatch (req: Request): void {
     const name = OP_NAMES[req.opcode] ?? `op${req.opcode}`
     const t0 = performance.now()
     const h = this.handlers[req.opcode]
@@ -99,13 +98,17 @@ export class Channel {
       try {
         h(req, this)
       } catch (err) {
-        // Anything unexpected becomes an error for this request only; the daemon goes on.
-        if (!(err instanceof RangeError) && !(err as any)?.code) this.onError(err, req)
-        this.error(req, err instanceof RangeError ? 5 /* EIO: malformed */ : toErrno(err))
+        // Anything unexpected becomes an error for this request only (EIO unless it names an
+        // errno), with one line in the daemon's log; the daemon goes on.
+        if (!isErrnoError(err)) this.onError(err, req)
+        this.error(req, toErrno(err))
       }
     }
+    const ms = performance.now() - t0
     this.stats.counts[name] = (this.stats.counts[name] ?? 0) + 1
-    this.stats.ms[name] = (this.stats.ms[name] ?? 0) + (performance.now() - t0)
+    this.stats.ms[name] = (this.stats.ms[name] ?? 0) + ms
+    const us = ms * 1000
+    this.stats.hist[us < 1 ? 0 : Math.min(23, Math.floor(Math.log2(us)) + 1)]++
   }
 
   /** Send a reply whose body (bodyLen bytes) the handler put in `out` at OUT_HEADER. */

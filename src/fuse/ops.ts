@@ -13,10 +13,11 @@ import type { Channel } from './channel.js'
 import { MAX_WRITE } from './channel.js'
 import {
   ATTR_OUT, DIRENT, DIRENTPLUS, ENTRY_OUT, FATTR, FOPEN, GETATTR_FH, INIT, INIT2, INIT_OUT, KERNEL_MINOR,
-  KERNEL_VERSION, OPEN_OUT, OUT_HEADER, Op, RENAME_EXCHANGE, RENAME_NOREPLACE, STATFS_OUT, align8
+  KERNEL_VERSION, OPEN_OUT, OUT_HEADER, Op, RENAME_EXCHANGE, RENAME_NOREPLACE, SEEK_DATA, SEEK_HOLE, STATFS_OUT,
+  XATTR_CREATE, XATTR_REPLACE, align8
 } from './kernel.js'
 import { Nodes } from './nodes.js'
-import { Request, putAttrOut, putDirent, putEntry, putOpenOut, putStatfs, u64, type WireAttr } from './wire.js'
+import { Request, putAttrOut, putDirent, putEntry, putOpenOut, putStatfs, u64, writeU64, type WireAttr } from './wire.js'
 
 const NAME_MAX = 255
 
@@ -117,9 +118,11 @@ export class FuseOps {
     on(Op.RELEASEDIR, (r, c) => { this.dirs.delete(u64(r.buf, r.body)); c.error(r, 0) })
     on(Op.GETXATTR, (r, c) => this.getxattr(r, c))
     on(Op.LISTXATTR, (r, c) => this.listxattr(r, c))
-    on(Op.SETXATTR, (r, c) => c.error(r, 95 /* EOPNOTSUPP */))
-    on(Op.REMOVEXATTR, (r, c) => c.error(r, 61 /* ENODATA */))
+    on(Op.SETXATTR, (r, c) => this.setxattr(r, c))
+    on(Op.REMOVEXATTR, (r, c) => this.removexattr(r, c))
     on(Op.INTERRUPT, (r, c) => c.interrupt(r.buf.readBigUInt64LE(r.body)))
+    on(Op.FALLOCATE, (r, c) => this.fallocate(r, c))
+    on(Op.LSEEK, (r, c) => this.lseek(r, c))
   }
 
   // ---- session --------------------------------------------------------------------------
@@ -255,8 +258,9 @@ export class FuseOps {
     const a = path === null && fh === null && n.file
       ? this.ov.setattr(null, this.ov.handleOf(n.file), s)
       : this.ov.setattr(path, fh, s)
-    // A size change alone is like a write (durable on close or fsync); metadata answers once stored.
-    if (valid & ~(FATTR.SIZE | FATTR.FH | FATTR.LOCKOWNER)) {
+    // ftruncate is like a write (durable on close or fsync); truncate(2) by name and every
+    // metadata change answer once stored.
+    if (valid & ~(FATTR.SIZE | FATTR.FH | FATTR.LOCKOWNER) || !(valid & FATTR.FH)) {
       c.after(r, this.session.durable(), () => {
         putAttrOut(c.out, OUT_HEADER, this.ttl, wire(a))
         return ATTR_OUT
@@ -407,8 +411,35 @@ export class FuseOps {
     if (dataAt + size > r.end) throw new RangeError('malformed WRITE')
     const n = this.ov.write(fh, r.buf.subarray(dataAt, dataAt + size), size, pos)
     this.session.noteWritten(n)
-    c.out.writeUInt32LE(n, OUT_HEADER)
-    c.out.writeUInt32LE(0, OUT_HEADER + 4)
+    const reply = () => {
+      c.out.writeUInt32LE(n, OUT_HEADER)
+      c.out.writeUInt32LE(0, OUT_HEADER + 4)
+      return 8
+    }
+    const wait = this.session.backpressure()
+    if (wait) c.after(r, wait, reply)
+    else c.send(r, reply())
+  }
+
+  private fallocate (r: Request, c: Channel): void {
+    r.need(32)
+    const fh = u64(r.buf, r.body)
+    const offset = u64(r.buf, r.body + 8)
+    const length = u64(r.buf, r.body + 16)
+    const mode = r.buf.readUInt32LE(r.body + 24)
+    this.ov.fallocate(fh, mode, offset, length)
+    c.error(r, 0)
+  }
+
+  private lseek (r: Request, c: Channel): void {
+    r.need(24)
+    const fh = u64(r.buf, r.body)
+    const offset = u64(r.buf, r.body + 8)
+    const whence = r.buf.readUInt32LE(r.body + 16)
+    if (whence !== SEEK_DATA && whence !== SEEK_HOLE) throw fsError('EINVAL', 'lseek') // the kernel does SET/CUR/END itself
+    const at = this.ov.lseek(fh, offset, whence === SEEK_DATA ? 'data' : 'hole')
+    if (at < 0) throw fsError('ENXIO', 'lseek')
+    writeU64(c.out, OUT_HEADER, at)
     c.send(r, 8)
   }
 
@@ -493,21 +524,47 @@ export class FuseOps {
     c.send(r, at - OUT_HEADER)
   }
 
-  // ---- extended attributes (none yet: an empty list, no values) ---------------------------
+  // ---- extended attributes ----------------------------------------------------------------
 
-  private getxattr (r: Request, c: Channel): void {
-    this.nodes.path(r.nodeid)
-    c.error(r, 61 /* ENODATA */)
-  }
-
-  private listxattr (r: Request, c: Channel): void {
-    this.nodes.path(r.nodeid)
-    const size = r.buf.readUInt32LE(r.body)
+  /** A value or a name list: the size when asked with size 0, ERANGE when it does not fit. */
+  private sized (r: Request, c: Channel, size: number, data: Buffer): void {
     if (size === 0) {
-      c.out.writeUInt32LE(0, OUT_HEADER)
+      c.out.writeUInt32LE(data.length, OUT_HEADER)
       c.out.writeUInt32LE(0, OUT_HEADER + 4)
       return c.send(r, 8)
     }
-    c.send(r, 0)
+    if (data.length > size) throw fsError('ERANGE', 'xattr')
+    c.sendData(r, data, data.length)
+  }
+
+  private getxattr (r: Request, c: Channel): void {
+    r.need(8)
+    const size = r.buf.readUInt32LE(r.body)
+    const name = r.cstring(r.body + 8).s
+    this.sized(r, c, size, this.ov.getxattr(this.nodes.path(r.nodeid), name))
+  }
+
+  private listxattr (r: Request, c: Channel): void {
+    r.need(8)
+    const size = r.buf.readUInt32LE(r.body)
+    const names = this.ov.listxattr(this.nodes.path(r.nodeid))
+    this.sized(r, c, size, Buffer.from(names.map(n => n + '\0').join('')))
+  }
+
+  private setxattr (r: Request, c: Channel): void {
+    r.need(8)
+    const size = r.buf.readUInt32LE(r.body)
+    const flags = r.buf.readUInt32LE(r.body + 4)
+    const nameAt = r.body + (this.negotiated.flags & INIT.SETXATTR_EXT ? 16 : 8)
+    const { s: name, next } = r.cstring(nameAt)
+    if (next + size > r.end) throw new RangeError('malformed SETXATTR')
+    this.ov.setxattr(this.nodes.path(r.nodeid), name, r.copy(next, next + size), { create: Boolean(flags & XATTR_CREATE), replace: Boolean(flags & XATTR_REPLACE) })
+    this.done(c, r)
+  }
+
+  private removexattr (r: Request, c: Channel): void {
+    const name = r.cstring(r.body).s
+    this.ov.removexattr(this.nodes.path(r.nodeid), name)
+    this.done(c, r)
   }
 }

@@ -414,7 +414,9 @@ static napi_value js_read_batch (napi_env env, napi_callback_info info) {
     if (err == EINTR) continue;
     if (err && count > 0) break; // hand over what we have; the next call sees the error again
     if (err == EAGAIN) return number(env, 0);
-    if (err == ENODEV) return number(env, -ENODEV); // unmounted: the kernel ended the connection
+    // The connection has ended: unmounted (ENODEV), or aborted (ECONNABORTED with
+    // FUSE_ABORT_ERROR; a read racing with any end of the connection may also see it).
+    if (err == ENODEV || err == ECONNABORTED) return number(env, -err);
     if (err) return throw_errno(env, err, "read", NULL);
     count++;
     off = (off + (size_t)n + 7) & ~(size_t)7; // the next request starts 8-byte aligned

@@ -56,7 +56,8 @@ export interface Native {
   /**
    * Reads requests (one per read(2), each at the next 8-byte-aligned offset of buf) while at
    * least minFree bytes are left and fewer than maxCount were read. Returns the count, 0 when
-   * none was ready, or -ENODEV (-19) when the connection has ended. Walk them by the uint32
+   * none was ready, or a negative errno when the connection has ended: -ENODEV (-19), or
+   * -ECONNABORTED (-103) when it was aborted. Walk them by the uint32
    * little-endian `len` at the start of each fuse_in_header.
    */
   readBatch (fd: number, buf: Buffer, minFree: number, maxCount: number): number

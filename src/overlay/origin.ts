@@ -5,9 +5,12 @@
 // exists — which is why layer entries may point at origin content (`src`, `redirect`).
 import * as fs from 'node:fs'
 import { native } from '../native/index.js'
-import { CHUNK_SIZE, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG, fromNs, type Entry, type Kind, type LiveEntry } from '../store/entries.js'
+import { CHUNK_SIZE, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG, fromNs, srcBytes, type Entry, type FileEntry, type Kind, type LiveEntry } from '../store/entries.js'
 import type { ChunkStore } from '../store/chunks.js'
 import { ancestors, isWithin, join, parentOf } from './paths.js'
+
+/** Paths this long are reached through their parent directory's handle (PATH_MAX is 4096). */
+const LONG_PATH = 4000
 
 export interface OriginStat {
   t: Kind
@@ -58,6 +61,8 @@ export class Origin {
   private readonly baseChildren = new Map<string, Set<string>>()
   private readonly chunks: ChunkStore
   private readonly fds = new Map<string, number>()
+  /** O_PATH handles of directories whose paths are too long to name in one go (realPath). */
+  private readonly dirFds = new Map<string, number>()
 
   constructor (dirFd: number, base: Map<string, Entry>, chunks: ChunkStore) {
     this.dirFd = dirFd
@@ -68,7 +73,24 @@ export class Origin {
 
   /** Path of a real file as the daemon (which holds the handle) can reach it. */
   realPath (p: string): string {
-    return `/proc/self/fd/${this.dirFd}${p === '/' ? '/.' : p}`
+    const full = `/proc/self/fd/${this.dirFd}${p === '/' ? '/.' : p}`
+    if (full.length < LONG_PATH) return full
+    // Longer than the kernel takes in one path (PATH_MAX, legal below a chdir): reach the
+    // parent directory component by component (no symlink followed) and name the entry in it.
+    const parent = parentOf(p)
+    let fd = this.dirFds.get(parent)
+    if (fd === undefined) {
+      fd = native.openDirBeneath(this.dirFd, parent.slice(1))
+      if (this.dirFds.size >= 64) {
+        const [oldest, ofd] = this.dirFds.entries().next().value as [string, number]
+        this.dirFds.delete(oldest)
+        try { fs.closeSync(ofd) } catch {}
+      }
+    } else {
+      this.dirFds.delete(parent) // re-inserted below: most recently used last
+    }
+    this.dirFds.set(parent, fd)
+    return `/proc/self/fd/${fd}/${p.slice(p.lastIndexOf('/') + 1)}`
   }
 
   setBase (p: string, e: Entry): void {
@@ -185,7 +207,7 @@ export class Origin {
   /** Read origin file bytes of p into buf; returns bytes read. */
   read (p: string, buf: Buffer, offset: number, length: number, position: number): number {
     const cover = this.baseCover(p)
-    if (cover && cover !== 'hidden' && cover.t === 'f') return readChunks(cover.chunks, cover.size, this.chunks, buf, offset, length, position, null)
+    if (cover && cover !== 'hidden' && cover.t === 'f') return readEntry(cover, this.chunks, buf, offset, length, position, null)
     let fd = this.fds.get(p)
     if (fd === undefined) {
       fd = fs.openSync(this.realPath(p), fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW)
@@ -202,40 +224,47 @@ export class Origin {
   }
 
   closeFds (): void {
-    for (const fd of this.fds.values()) {
+    for (const fd of [...this.fds.values(), ...this.dirFds.values()]) {
       try { fs.closeSync(fd) } catch {}
     }
     this.fds.clear()
+    this.dirFds.clear()
   }
 
   /** Forget cached real-file handles at or below p (after a plan changed the real dir). */
   forget (p: string): void {
-    for (const [q, fd] of this.fds) {
-      if (isWithin(q, p)) {
-        try { fs.closeSync(fd) } catch {}
-        this.fds.delete(q)
+    for (const map of [this.fds, this.dirFds]) {
+      for (const [q, fd] of map) {
+        if (isWithin(q, p)) {
+          try { fs.closeSync(fd) } catch {}
+          map.delete(q)
+        }
       }
     }
   }
 }
 
+/** Reads bytes of an origin file: (buf, offset in buf, length, position in the file) → bytes read. */
+export type SrcRead = (b: Buffer, off: number, len: number, pos: number) => number
+
 /**
- * Read [position, position+length) of a chunked file into buf at offset. Bytes past the
- * recorded chunks (holes, shrunk chunks) read as zeros; SRC chunks come from `srcRead`.
+ * Read [position, position+length) of a file entry into buf at offset, up to its size. Each
+ * chunk comes from `dirty` (unflushed writes), the chunk store, the origin file `src` (through
+ * srcRead, below srcSize), or is zeros (holes, and bytes past a short chunk).
  */
-export function readChunks (
-  chunks: readonly (Buffer | null | 1)[],
-  size: number,
+export function readEntry (
+  e: FileEntry,
   store: ChunkStore,
   buf: Buffer,
   offset: number,
   length: number,
   position: number,
-  srcRead: ((b: Buffer, off: number, len: number, pos: number) => number) | null,
+  srcRead: SrcRead | null,
   dirty?: Map<number, Buffer>
 ): number {
-  if (position >= size) return 0
-  const end = Math.min(size, position + length)
+  if (position >= e.size) return 0
+  const end = Math.min(e.size, position + length)
+  const srcEnd = srcBytes(e)
   let pos = position
   while (pos < end) {
     const idx = Math.floor(pos / CHUNK_SIZE)
@@ -243,14 +272,15 @@ export function readChunks (
     const n = Math.min(CHUNK_SIZE - within, end - pos)
     const out = offset + (pos - position)
     const d = dirty?.get(idx)
-    const ref = d ?? chunks[idx]
-    if (d || Buffer.isBuffer(ref)) {
-      const data = d ?? store.get(ref as Buffer)
+    const ref = d ? undefined : e.chunks.get(idx)
+    if (d || ref) {
+      const data = d ?? store.get(ref!)
       const avail = Math.max(0, Math.min(n, data.length - within))
       if (avail > 0) data.copy(buf, out, within, within + avail)
       if (avail < n) buf.fill(0, out + avail, out + n)
-    } else if (ref === 1 && srcRead) {
-      const got = srcRead(buf, out, n, pos)
+    } else if (ref === undefined && pos < srcEnd && srcRead) {
+      const want = Math.min(n, srcEnd - pos)
+      const got = srcRead(buf, out, want, pos)
       if (got < n) buf.fill(0, out + got, out + n)
     } else {
       buf.fill(0, out, out + n)

@@ -13,12 +13,13 @@
 // session batches those changes into LevelDB.
 import * as fs from 'node:fs'
 import { fsError } from '../errors.js'
-import type { ChunkStore } from '../store/chunks.js'
+import { isZero, type ChunkStore } from '../store/chunks.js'
 import {
-  CHUNK_SIZE, SRC, S_IFMT, chunkCount, cloneEntry, now, setTime, typeBits,
+  CHUNK_SIZE, MAX_FILE_SIZE, S_IFMT, chunkCount, chunkLen, cloneEntry, now, setTime, srcBytes, storedBytes, typeBits,
   type DirEntry, type Entry, type FileEntry, type LinkEntry, type LiveEntry, type NodeEntry, type Time
 } from '../store/entries.js'
-import { readChunks, type Origin } from './origin.js'
+import { readEntry, type Origin, type SrcRead } from './origin.js'
+import { ACL_ACCESS, aclAfterChmod, modeFromAcl } from './acl.js'
 import { isWithin, parentOf, rebase } from './paths.js'
 import { View, resolvedType, type Resolved } from './view.js'
 
@@ -71,6 +72,11 @@ function metaOf (a: Attr | LiveEntry) {
   return m as { mode: number, uid: number, gid: number, atime: number, mtime: number, ctime: number, ino: number, atimeNs?: number, mtimeNs?: number, ctimeNs?: number }
 }
 
+// Linux's limits for extended attributes (limits.h: XATTR_NAME_MAX, XATTR_SIZE_MAX, XATTR_LIST_MAX).
+const XATTR_NAME_MAX = 255
+const XATTR_SIZE_MAX = 65536
+const XATTR_LIST_MAX = 65536
+
 export class FileNode {
   path: string | null
   /** The upper entry holding this file's state; null while it is the untouched origin file. */
@@ -101,6 +107,8 @@ export interface OverlayHooks {
   checkSpace: (bytes: number) => void
   /** The first write after a rewind clears the redo stack. */
   onWrite: () => void
+  /** The content of an untouched origin file is about to change (its first write, truncate...). */
+  onCopyUp?: (originPath: string, size: number) => void
 }
 
 export class Overlay {
@@ -166,7 +174,7 @@ export class Overlay {
       ctimeNs: e.ctimeNs ?? 0,
       ino: e.ino,
       nlink: e.t === 'd' ? 2 : 1,
-      blocks: e.t === 'f' ? Math.ceil(size / 512) : 0,
+      blocks: e.t === 'f' ? Math.ceil(storedBytes(e) / 512) : 0,
       rdev: e.t === 'n' ? e.rdev : 0
     }
   }
@@ -276,7 +284,9 @@ export class Overlay {
     if (st.atimeNs) meta.atimeNs = st.atimeNs
     if (st.mtimeNs) meta.mtimeNs = st.mtimeNs
     if (st.ctimeNs) meta.ctimeNs = st.ctimeNs
-    if (st.t === 'f') return { t: 'f', ...meta, size: st.size, chunks: new Array(chunkCount(st.size)).fill(SRC), src: r.originPath }
+    const x = this.origin.xattrs(r.originPath)
+    if (x) meta.x = x
+    if (st.t === 'f') return { t: 'f', ...meta, size: st.size, chunks: new Map(), src: r.originPath, srcSize: st.size }
     if (st.t === 'l') return { t: 'l', ...meta, target: this.origin.readlink(r.originPath) }
     if (st.t === 'n') return { t: 'n', ...meta, fmt: st.mode & S_IFMT, rdev: st.rdev }
     return { t: 'd', ...meta }
@@ -302,6 +312,10 @@ export class Overlay {
       // Unlinked but still open: the detached entry takes writes (never persisted).
       if (!node.entry) throw fsError('ESTALE', '(unlinked)')
       return node.entry
+    }
+    if (!node.entry && node.originPath !== null && this.hooks.onCopyUp) {
+      const st = this.origin.stat(node.originPath)
+      if (st && st.t === 'f' && 'nlink' in st) this.hooks.onCopyUp(node.originPath, st.size)
     }
     const e = this.headEntry(node.path)
     if (e.t !== 'f') throw fsError('EISDIR', node.path)
@@ -351,7 +365,7 @@ export class Overlay {
     this.hooks.checkSpace(0)
     this.touched()
     const n = this.needsWhiteout(p) ? undefined : 1
-    const e: FileEntry = { t: 'f', ...this.newMeta(mode & 0o7777, caller), size: 0, chunks: [] }
+    const e: FileEntry = { t: 'f', ...this.newMeta(mode & 0o7777, caller), size: 0, chunks: new Map() }
     this.inherit(parent, e, false)
     if (n) e.n = 1
     this.setHead(p, e)
@@ -375,13 +389,13 @@ export class Overlay {
     const node = this.live(this.handle(fh))
     const e = node.entry
     if (!e) return this.origin.read(node.originPath!, buf, 0, len, pos)
-    return readChunks(e.chunks, e.size, this.chunks, buf, 0, len, pos, this.srcReader(e), node.dirty)
+    return readEntry(e, this.chunks, buf, 0, len, pos, this.srcReader(e), node.dirty)
   }
 
-  private srcReader (e: FileEntry) {
+  private srcReader (e: FileEntry): SrcRead | null {
     const src = e.src
     if (src === undefined) return null
-    return (b: Buffer, off: number, len: number, pos: number) => this.origin.read(src, b, off, len, pos)
+    return (b, off, len, pos) => this.origin.read(src, b, off, len, pos)
   }
 
   /** The dirty buffer for chunk idx, loaded with the chunk's current bytes. */
@@ -390,9 +404,7 @@ export class Overlay {
     if (d) return d
     d = Buffer.alloc(CHUNK_SIZE)
     const start = idx * CHUNK_SIZE
-    if (start < e.size) {
-      readChunks(e.chunks, e.size, this.chunks, d, 0, Math.min(CHUNK_SIZE, e.size - start), start, this.srcReader(e))
-    }
+    if (start < e.size) readEntry(e, this.chunks, d, 0, chunkLen(e.size, idx), start, this.srcReader(e))
     node.dirty.set(idx, d)
     return d
   }
@@ -401,11 +413,11 @@ export class Overlay {
     const h = this.handle(fh)
     const node = this.live(h)
     if (!h.writable) throw fsError('EBADF', node.path ?? '(unlinked)')
+    if (pos + len > MAX_FILE_SIZE) throw fsError('EFBIG', node.path ?? '(unlinked)')
     this.hooks.checkSpace(len)
     this.touched()
     const e = this.headFile(node)
     const end = pos + len
-    while (e.chunks.length < chunkCount(end)) e.chunks.push(null)
     let done = 0
     while (done < len) {
       const at = pos + done
@@ -422,19 +434,53 @@ export class Overlay {
     return len
   }
 
+  /**
+   * Make [from, to) of e read as zeros, keeping the size: whole chunks become holes (no data,
+   * O(1) each), the partial chunks at the ends are rewritten.
+   */
+  private zeroRange (node: FileNode, e: FileEntry, from: number, to: number): void {
+    to = Math.min(to, e.size)
+    if (from >= to) return
+    const first = Math.floor(from / CHUNK_SIZE)
+    const last = Math.floor((to - 1) / CHUNK_SIZE)
+    const srcEnd = srcBytes(e)
+    const whole = (idx: number): void => {
+      node.dirty.delete(idx)
+      if (idx * CHUNK_SIZE < srcEnd) e.chunks.set(idx, null)
+      else e.chunks.delete(idx)
+    }
+    if (first === last) {
+      if (from % CHUNK_SIZE === 0 && (to % CHUNK_SIZE === 0 || to === e.size)) whole(first)
+      else this.dirtyChunk(node, e, first).fill(0, from - first * CHUNK_SIZE, to - first * CHUNK_SIZE)
+      return
+    }
+    if (from % CHUNK_SIZE === 0) whole(first)
+    else this.dirtyChunk(node, e, first).fill(0, from - first * CHUNK_SIZE)
+    if (to % CHUNK_SIZE === 0 || to === e.size) whole(last)
+    else this.dirtyChunk(node, e, last).fill(0, 0, to - last * CHUNK_SIZE)
+    // The chunks in between: only those that hold something need a change (a 10 TiB hole
+    // in a sparse file costs what is stored there, not its length).
+    const inner = (idx: number) => idx > first && idx < last
+    for (const idx of [...e.chunks.keys(), ...node.dirty.keys()]) if (inner(idx)) whole(idx)
+    const srcLast = Math.floor((srcEnd - 1) / CHUNK_SIZE)
+    for (let idx = first + 1; idx < last && idx <= srcLast; idx++) whole(idx)
+  }
+
   private truncateNode (node: FileNode, size: number): void {
+    if (size > MAX_FILE_SIZE) throw fsError('EFBIG', node.path ?? '(unlinked)')
     this.touched()
     const e = this.headFile(node)
     if (size < e.size) {
+      // What lies past the new end is dropped, and the chunk holding the new end is cut, so
+      // old bytes never reappear when the file grows again.
       const keep = chunkCount(size)
       const within = size % CHUNK_SIZE
-      // The chunk holding the new end is rewritten so old bytes never reappear on regrowth.
-      if (within !== 0) this.dirtyChunk(node, e, keep - 1).fill(0, within)
-      e.chunks.length = keep
-      for (const idx of node.dirty.keys()) if (idx >= keep) node.dirty.delete(idx)
+      if (within !== 0 && (node.dirty.has(keep - 1) || e.chunks.get(keep - 1))) this.dirtyChunk(node, e, keep - 1).fill(0, within)
+      for (const idx of [...e.chunks.keys()]) if (idx >= keep) e.chunks.delete(idx)
+      for (const idx of [...node.dirty.keys()]) if (idx >= keep) node.dirty.delete(idx)
+      if (e.src !== undefined && (e.srcSize ?? 0) > size) e.srcSize = size
     } else {
       this.hooks.checkSpace(0)
-      while (e.chunks.length < chunkCount(size)) e.chunks.push(null)
     }
     e.size = size
     this.stamp(e, true)
@@ -455,13 +501,74 @@ export class Overlay {
     this.truncateNode(this.live(h), size)
   }
 
-  /** Hash the dirty chunks of the node at p into its entry (called by the session). */
+  /**
+   * fallocate(2): mode 0 grows the file (holes: cpfs stores nothing until data comes);
+   * KEEP_SIZE alone changes nothing; PUNCH_HOLE (with KEEP_SIZE) and ZERO_RANGE make the
+   * range read as zeros. Other modes (collapse, insert) are EOPNOTSUPP.
+   */
+  fallocate (fh: number, mode: number, offset: number, length: number): void {
+    const KEEP_SIZE = 0x01
+    const PUNCH_HOLE = 0x02
+    const ZERO_RANGE = 0x10
+    const h = this.handle(fh)
+    const node = this.live(h)
+    if (!h.writable) throw fsError('EBADF', node.path ?? '(unlinked)')
+    if (mode & ~(KEEP_SIZE | PUNCH_HOLE | ZERO_RANGE)) throw fsError('ENOTSUP', node.path ?? '(unlinked)')
+    if ((mode & PUNCH_HOLE) && !(mode & KEEP_SIZE)) throw fsError('EINVAL', node.path ?? '(unlinked)')
+    if (offset < 0 || length <= 0) throw fsError('EINVAL', node.path ?? '(unlinked)')
+    const end = offset + length
+    if (end > MAX_FILE_SIZE) throw fsError('EFBIG', node.path ?? '(unlinked)')
+    this.touched()
+    const e = this.headFile(node)
+    if (mode & (PUNCH_HOLE | ZERO_RANGE)) this.zeroRange(node, e, offset, end)
+    if (!(mode & KEEP_SIZE) && end > e.size) e.size = end
+    this.stamp(e, true)
+    if (node.path) this.hooks.onChange(node.path)
+  }
+
+  /**
+   * lseek(2) SEEK_DATA / SEEK_HOLE at chunk granularity: stored chunks, unflushed ones and
+   * origin bytes are data; everything else is a hole, and the end of the file is one too.
+   * Returns -1 for "no data from here" (ENXIO).
+   */
+  lseek (fh: number, offset: number, whence: 'data' | 'hole'): number {
+    const node = this.live(this.handle(fh))
+    const size = node.entry ? node.entry.size : this.nodeAttr(node).size
+    if (offset >= size) return -1
+    if (!node.entry) return whence === 'data' ? offset : size // an untouched origin file: all data
+    const e = node.entry
+    const srcEnd = srcBytes(e)
+    const isData = (idx: number) => node.dirty.has(idx) || Boolean(e.chunks.get(idx)) || (idx * CHUNK_SIZE < srcEnd && !e.chunks.has(idx))
+    const idx = Math.floor(offset / CHUNK_SIZE)
+    if (whence === 'data') {
+      if (isData(idx)) return offset
+      const cands = [...node.dirty.keys(), ...[...e.chunks].filter(([, r]) => r).map(([i]) => i)].filter(i => i > idx)
+      if (srcEnd > 0) for (let i = idx + 1; i * CHUNK_SIZE < srcEnd; i++) if (isData(i)) { cands.push(i); break }
+      if (cands.length === 0) return -1
+      const at = Math.min(...cands) * CHUNK_SIZE
+      return at < size ? at : -1
+    }
+    let i = idx
+    while (i * CHUNK_SIZE < size && isData(i)) i++
+    return i === idx ? offset : Math.min(size, i * CHUNK_SIZE)
+  }
+
+  /** Hash the dirty chunks of a node into its entry (called by the session). */
   flushNode (node: FileNode): void {
     const e = node.entry
     if (!e || node.dirty.size === 0) return
+    const srcEnd = srcBytes(e)
     for (const [idx, d] of node.dirty) {
-      const valid = Math.min(CHUNK_SIZE, e.size - idx * CHUNK_SIZE)
-      if (valid > 0 && idx < e.chunks.length) e.chunks[idx] = this.chunks.put(d.subarray(0, valid))
+      const valid = chunkLen(e.size, idx)
+      if (valid === 0) continue
+      const piece = d.subarray(0, valid)
+      // A chunk of zeros is a hole: nothing stored (null where it must hide origin bytes).
+      if (isZero(piece)) {
+        if (idx * CHUNK_SIZE < srcEnd) e.chunks.set(idx, null)
+        else e.chunks.delete(idx)
+      } else {
+        e.chunks.set(idx, this.chunks.put(piece, true))
+      }
     }
     node.dirty.clear()
   }
@@ -644,6 +751,7 @@ export class Overlay {
     const moved = this.view.subtree(src).map(([q, e]) => [rebase(q, src, dst), e, this.head.get(q) === e] as const)
     this.removePath(src, true)
     const dir: DirEntry = { ...metaOf(attrs), t: 'd', opaque: 1, fresh: 1 }
+    if (attrs.x) dir.x = attrs.x
     this.stamp(dir, false)
     if (originDir !== null) dir.redirect = originDir
     if (!this.needsWhiteout(dst)) dir.n = 1
@@ -706,7 +814,11 @@ export class Overlay {
       const path = node ? node.path : p
       const e: LiveEntry = node ? this.headFile(node) : this.headEntry(p!)
       const t = now()
-      if (s.mode !== undefined) e.mode = s.mode & 0o7777
+      if (s.mode !== undefined) {
+        e.mode = s.mode & 0o7777
+        const acl = e.x?.[ACL_ACCESS]
+        if (acl) e.x = { ...e.x, [ACL_ACCESS]: aclAfterChmod(acl, e.mode) }
+      }
       if (s.uid !== undefined) e.uid = s.uid
       if (s.gid !== undefined) e.gid = s.gid
       if (s.atime) setTime(e, 'a', s.atime === 'now' ? t : s.atime)
@@ -723,11 +835,76 @@ export class Overlay {
     if (node.stale) throw fsError('ESTALE', node.path ?? '(unlinked)')
     const a = node.entry ? this.attrOf({ kind: 'upper', entry: node.entry }) : this.getattr(node.path!)
     if (node.path === null) a.nlink = 0
-    if (node.dirty.size) {
+    if (node.dirty.size && node.entry) {
       // Unflushed chunks count as stored.
-      a.blocks = Math.max(a.blocks, Math.ceil(a.size / 512))
+      let extra = 0
+      for (const idx of node.dirty.keys()) if (!node.entry.chunks.get(idx)) extra += chunkLen(node.entry.size, idx)
+      a.blocks += Math.ceil(extra / 512)
     }
     return a
+  }
+
+  // ---- extended attributes ----------------------------------------------------------------
+  // Kept with each entry (copied from the origin at copy-up), so they are captured per turn,
+  // rewound and applied like modes. The kernel checks the namespaces (user.* only on files and
+  // directories, trusted.* for root); POSIX ACLs are system.posix_acl_* values, stored and
+  // applied as they are (the mount checks mode bits, not ACLs).
+
+  private xattrsOf (p: string): Record<string, Buffer> | undefined {
+    const r = this.resolve(p)
+    if (r.kind === 'upper') return r.entry.x
+    return 'nlink' in r.stat ? this.origin.xattrs(r.originPath) : r.stat.x
+  }
+
+  getxattr (p: string, name: string): Buffer {
+    const v = this.xattrsOf(p)?.[name]
+    if (!v) throw fsError('ENODATA', p, name)
+    return v
+  }
+
+  listxattr (p: string): string[] {
+    return Object.keys(this.xattrsOf(p) ?? {})
+  }
+
+  setxattr (p: string, name: string, value: Buffer, flags: { create?: boolean, replace?: boolean } = {}): void {
+    if (Buffer.byteLength(name) > XATTR_NAME_MAX || name.length === 0) throw fsError('ERANGE', p, 'attribute name too long')
+    if (value.length > XATTR_SIZE_MAX) throw fsError('E2BIG', p, 'attribute value too large')
+    const had = this.xattrsOf(p)?.[name] !== undefined
+    if (flags.create && had) throw fsError('EEXIST', p, name)
+    if (flags.replace && !had) throw fsError('ENODATA', p, name)
+    const total = Object.entries(this.xattrsOf(p) ?? {}).reduce((n, [k, v]) => k === name ? n : n + k.length + 1 + v.length, 0)
+    if (total + name.length + 1 + value.length > XATTR_LIST_MAX) throw fsError('ENOSPC', p, 'no room for more attributes')
+    let keep = true
+    let mode: number | undefined
+    if (name === ACL_ACCESS) {
+      const m = modeFromAcl(this.getattr(p).mode, value)
+      if (!m) throw fsError('EINVAL', p, 'not a valid access ACL')
+      mode = m.mode
+      keep = m.keep
+    }
+    this.hooks.checkSpace(value.length)
+    this.touched()
+    const e = this.headEntry(p)
+    const x = { ...e.x, [name]: Buffer.from(value) }
+    // An ACL that says no more than the mode bits is stored as the mode (as ext4 does).
+    if (!keep) delete x[name]
+    if (Object.keys(x).length) e.x = x
+    else delete e.x
+    if (mode !== undefined) e.mode = mode & 0o7777
+    this.stamp(e, false)
+    this.hooks.onChange(p)
+  }
+
+  removexattr (p: string, name: string): void {
+    if (this.xattrsOf(p)?.[name] === undefined) throw fsError('ENODATA', p, name)
+    this.touched()
+    const e = this.headEntry(p)
+    const x = { ...e.x }
+    delete x[name]
+    if (Object.keys(x).length) e.x = x
+    else delete e.x
+    this.stamp(e, false)
+    this.hooks.onChange(p)
   }
 
   /**
@@ -771,6 +948,8 @@ export class Overlay {
       return
     }
     const dir: DirEntry = { ...metaOf(this.attrOf(r)), t: 'd', opaque: 1, fresh: 1 }
+    const x = r.kind === 'upper' ? r.entry.x : 'nlink' in r.stat ? this.origin.xattrs(r.originPath) : r.stat.x
+    if (x) dir.x = x
     this.stamp(dir, false)
     const originDir = src.dirOriginPath(p)
     if (originDir !== null && this.origin.stat(originDir)?.t === 'd') dir.redirect = originDir

@@ -5,11 +5,11 @@
 import * as fs from 'node:fs'
 import { spawnSync } from 'node:child_process'
 import type { Origin } from '../overlay/origin.js'
-import { ancestors, isSafePath, isWithin, parentOf } from '../overlay/paths.js'
+import { ancestors, isSafePath, isWithin, join, parentOf } from '../overlay/paths.js'
 import { CpfsError } from '../errors.js'
-import type { ChunkStore } from '../store/chunks.js'
+import { isZero, type ChunkStore } from '../store/chunks.js'
 import { CHUNK_SIZE } from '../store/entries.js'
-import { lstatReal } from './real.js'
+import { lstatReal } from '../overlay/real.js'
 import type { PlanOp, Times } from './planner.js'
 import { AT_FDCWD, AT_SYMLINK_NOFOLLOW, native } from '../native/index.js'
 import { toSecNs, type Kind } from '../store/entries.js'
@@ -59,6 +59,68 @@ function tmpName (origin: Origin, p: string, planId: string, index: number): str
   return origin.realPath(dir === '/' ? `/.cpfs-tmp-${planId}-${index}` : `${dir}/.cpfs-tmp-${planId}-${index}`)
 }
 
+/**
+ * Make the extended attributes of a real path exactly `want` (absent: none). Set last, after
+ * content, owner and mode: writing or chowning a file clears security.capability, and a new
+ * file in a directory with a default ACL starts with one it may not want.
+ */
+function setXattrs (path: string, want: Record<string, Buffer> | undefined): void {
+  let have: string[] = []
+  try {
+    have = native.llistxattr(path)
+  } catch (err: any) {
+    if (err.code !== 'ENOTSUP' && err.code !== 'EOPNOTSUPP') throw err
+    if (want && Object.keys(want).length) throw err
+    return
+  }
+  for (const name of have) if (!want || want[name] === undefined) native.lremovexattr(path, name)
+  for (const [name, value] of Object.entries(want ?? {})) {
+    const cur = have.includes(name) ? native.lgetxattr(path, name) : null
+    if (!cur || !cur.equals(value)) native.lsetxattr(path, name, value, 0)
+  }
+}
+
+/** Write a plan's content into the existing file at p (same inode): data, holes, size, attributes. */
+function rewriteInPlace (origin: Origin, chunks: ChunkStore, p: string, op: Extract<PlanOp, { op: 'write' }>): number {
+  const PUNCH = 0x02 | 0x01 // FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
+  const fd = fs.openSync(origin.realPath(p), fs.constants.O_RDWR | fs.constants.O_NOFOLLOW)
+  let written = 0
+  try {
+    const zero = (from: number, to: number) => {
+      if (to <= from) return
+      try {
+        native.fallocate(fd, PUNCH, from, to - from)
+      } catch {
+        writeAll(fd, Buffer.alloc(to - from), from) // no hole punching here: write the zeros
+      }
+    }
+    let at = 0
+    for (const [idx, hex] of op.data ?? []) {
+      zero(at, Math.min(idx * CHUNK_SIZE, op.size))
+      const data = chunks.get(Buffer.from(hex, 'hex'))
+      writeAll(fd, data, idx * CHUNK_SIZE)
+      written += data.length
+      at = idx * CHUNK_SIZE + CHUNK_SIZE
+    }
+    fs.ftruncateSync(fd, op.size)
+    zero(at, op.size)
+    if (canChown) fs.fchownSync(fd, op.uid, op.gid)
+    fs.fchmodSync(fd, op.mode)
+    setXattrs(origin.realPath(p), op.x)
+    const a = toSecNs(op.atime, op.atimeNs)
+    const m = toSecNs(op.mtime, op.mtimeNs)
+    native.futimens(fd, a.sec, a.nsec, m.sec, m.nsec)
+  } finally {
+    fs.closeSync(fd)
+  }
+  return written
+}
+
+function writeAll (fd: number, data: Buffer, pos: number): void {
+  let off = 0
+  while (off < data.length) off += fs.writeSync(fd, data, off, data.length - off, pos + off)
+}
+
 /** Set a path's times exactly (nanoseconds), never following a final symlink. */
 function setTimes (path: string, t: Partial<Times>): void {
   if (t.mtime === undefined || t.atime === undefined) return
@@ -67,12 +129,15 @@ function setTimes (path: string, t: Partial<Times>): void {
   native.utimensat(AT_FDCWD, path, a.sec, a.nsec, m.sec, m.nsec, AT_SYMLINK_NOFOLLOW)
 }
 
+/** Remove p and, for a directory, everything below it; never following a symlink. */
 function removeReal (origin: Origin, p: string): void {
   const st = fs.lstatSync(origin.realPath(p), { throwIfNoEntry: false })
   if (!st) return
-  // rmSync does not follow symlinks inside the tree it removes.
-  if (st.isDirectory()) fs.rmSync(origin.realPath(p), { recursive: true, force: true })
-  else fs.unlinkSync(origin.realPath(p))
+  if (!st.isDirectory()) return fs.unlinkSync(origin.realPath(p))
+  // Entry by entry through origin.realPath, which reaches paths deeper than PATH_MAX.
+  for (const name of fs.readdirSync(origin.realPath(p))) removeReal(origin, join(p, name))
+  origin.forget(p)
+  fs.rmdirSync(origin.realPath(p))
 }
 
 /** Make every ancestor of p a real directory (replacing planted files or symlinks). */
@@ -126,28 +191,35 @@ export function applyOps (origin: Origin, chunks: ChunkStore, ops: PlanOp[], opt
       }
       case 'write': {
         ensureParents(origin, p)
+        const real = lstatReal(origin, p)
+        if (real.type === 'f' && real.nlink > 1 && op.ino === real.ino) {
+          // The real file has other names (hard links): rewrite it in place so that they all
+          // see the edit, as they would have on the real disk. A crash midway leaves it
+          // partly written until the next cpfs command finishes the journaled plan.
+          bytesWritten += rewriteInPlace(origin, chunks, p, op)
+          break
+        }
         const tmp = tmpName(origin, p, opts.planId, index)
         const fd = fs.openSync(tmp, fs.constants.O_RDWR | fs.constants.O_CREAT | fs.constants.O_TRUNC | fs.constants.O_NOFOLLOW, 0o600)
         try {
-          let pos = 0
-          if (!op.chunks && opts.readContent) {
+          // Only data is written: every chunk left out stays a hole, so sparse files stay sparse.
+          if (op.data) {
+            for (const [idx, hex] of op.data) {
+              const data = chunks.get(Buffer.from(hex, 'hex'))
+              writeAll(fd, data, idx * CHUNK_SIZE)
+              bytesWritten += data.length
+            }
+          } else if (opts.readContent) {
             const read = opts.readContent(op)
             const buf = Buffer.alloc(CHUNK_SIZE)
-            for (; pos < op.size; pos += CHUNK_SIZE) {
+            for (let pos = 0; pos < op.size; pos += CHUNK_SIZE) {
               const n = Math.min(CHUNK_SIZE, op.size - pos)
               buf.fill(0)
               read(buf, 0, n, pos)
-              let off = 0
-              while (off < n) off += fs.writeSync(fd, buf, off, n - off, pos + off)
+              if (isZero(buf.subarray(0, n))) continue
+              writeAll(fd, buf.subarray(0, n), pos)
               bytesWritten += n
             }
-          }
-          for (const hex of op.chunks ?? []) {
-            const data = chunks.get(Buffer.from(hex, 'hex'))
-            let off = 0
-            while (off < data.length) off += fs.writeSync(fd, data, off, data.length - off, pos + off)
-            pos += CHUNK_SIZE
-            bytesWritten += data.length
           }
           fs.ftruncateSync(fd, op.size)
           if (process.env.CPFS_TEST_CORRUPT_WRITE === p && op.size > 0) {
@@ -159,6 +231,7 @@ export function applyOps (origin: Origin, chunks: ChunkStore, ops: PlanOp[], opt
           }
           if (canChown) fs.fchownSync(fd, op.uid, op.gid) // before chmod: chown clears set-id bits
           fs.fchmodSync(fd, op.mode)
+          setXattrs(tmp, op.x)
           const a = toSecNs(op.atime, op.atimeNs)
           const m = toSecNs(op.mtime, op.mtimeNs)
           native.futimens(fd, a.sec, a.nsec, m.sec, m.nsec)
@@ -178,6 +251,7 @@ export function applyOps (origin: Origin, chunks: ChunkStore, ops: PlanOp[], opt
         fs.rmSync(tmp, { force: true })
         fs.symlinkSync(op.target, tmp)
         if (canChown) fs.lchownSync(tmp, op.uid, op.gid)
+        setXattrs(tmp, op.x)
         setTimes(tmp, op)
         if (st.type === 'd') removeReal(origin, p)
         fs.renameSync(tmp, origin.realPath(p))
@@ -193,6 +267,7 @@ export function applyOps (origin: Origin, chunks: ChunkStore, ops: PlanOp[], opt
         native.mknodat(AT_FDCWD, tmp, op.fmt | (op.mode & 0o777), op.rdev)
         if (canChown) fs.lchownSync(tmp, op.uid, op.gid)
         fs.chmodSync(tmp, op.mode) // mknod applies the umask; set the exact bits
+        setXattrs(tmp, op.x)
         setTimes(tmp, op)
         if (st.type === 'd') removeReal(origin, p)
         fs.renameSync(tmp, origin.realPath(p))
@@ -202,9 +277,11 @@ export function applyOps (origin: Origin, chunks: ChunkStore, ops: PlanOp[], opt
         const st = lstatReal(origin, p)
         // chmod follows symlinks: never apply it to one.
         if (st.type === 'l' && canChown) fs.lchownSync(origin.realPath(p), op.uid, op.gid)
+        if (st.type === 'l') setXattrs(origin.realPath(p), op.x)
         if (st.type === 'f' || st.type === 'd' || st.type === 'n') {
           if (canChown) fs.chownSync(origin.realPath(p), op.uid, op.gid)
           fs.chmodSync(origin.realPath(p), op.mode)
+          setXattrs(origin.realPath(p), op.x)
           setTimes(origin.realPath(p), op)
         }
         break

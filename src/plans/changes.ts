@@ -3,12 +3,13 @@
 // binary files, modes, symlink targets, deletions and directory moves. Used by `cpfs diff`
 // and `cpfs rewind --dry-run`. Read-only: it never stores anything.
 import { createTwoFilesPatch, diffLines } from 'diff'
-import { readChunks } from '../overlay/origin.js'
+import { readEntry } from '../overlay/origin.js'
+import { sameContent, viewContent } from './content.js'
 import { isWithin, rebase } from '../overlay/paths.js'
 import { resolvedType, type Resolved, type View } from '../overlay/view.js'
 import type { ChunkStore } from '../store/chunks.js'
 import type { FileEntry, Kind } from '../store/entries.js'
-import { planViews } from './planner.js'
+import { planViews, type Content } from './planner.js'
 
 export interface Change {
   path: string
@@ -29,19 +30,40 @@ export interface Change {
 
 const TEXT_LIMIT = 8 * 1024 * 1024
 
-export function readAll (view: View, r: Resolved, chunks: ChunkStore): Buffer {
+/** A file's bytes when small enough to diff as text; large files only carry their size. */
+type Bytes = Buffer | { size: number, large: true }
+
+export function readAll (view: View, r: Resolved, chunks: ChunkStore): Bytes {
+  const size = r.kind === 'upper' ? (r.entry as FileEntry).size : (r.stat as any).size as number
+  if (size > TEXT_LIMIT) return { size, large: true }
+  const buf = Buffer.alloc(size)
   if (r.kind === 'origin' && 'nlink' in r.stat) {
-    const buf = Buffer.alloc(r.stat.size)
     view.origin.read(r.originPath, buf, 0, buf.length, 0)
     return buf
   }
   const e = (r.kind === 'upper' ? r.entry : r.stat) as FileEntry
-  const buf = Buffer.alloc(e.size)
   const src = e.src
-  readChunks(e.chunks, e.size, chunks, buf, 0, e.size, 0, src === undefined ? null : (b, off, len, pos) => view.origin.read(src, b, off, len, pos))
+  readEntry(e, chunks, buf, 0, e.size, 0, src === undefined ? null : (b, off, len, pos) => view.origin.read(src, b, off, len, pos))
   return buf
 }
 
+function lengthOf (b: Bytes): number {
+  return Buffer.isBuffer(b) ? b.length : b.size
+}
+
+/** Same bytes? Small files compare directly, large ones by their chunk hashes. */
+function sameFile (from: View, before: Resolved, a: Bytes, to: View, after: Resolved, b: Bytes, chunks: ChunkStore): boolean {
+  if (Buffer.isBuffer(a) && Buffer.isBuffer(b)) return a.equals(b)
+  if (lengthOf(a) !== lengthOf(b)) return false
+  const content = (v: View, r: Resolved) => viewContent(v.origin, chunks, contentOf(r), lengthOf(a), false)
+  return sameContent(content(from, before), content(to, after))
+}
+
+function contentOf (r: Resolved): Content {
+  if (r.kind === 'upper') return { from: 'entry', entry: r.entry as FileEntry }
+  if (!('nlink' in r.stat)) return { from: 'entry', entry: r.stat as FileEntry }
+  return { from: 'origin', path: r.originPath }
+}
 
 function isText (b: Buffer): boolean {
   return b.length <= TEXT_LIMIT && !b.subarray(0, 8192).includes(0)
@@ -181,9 +203,9 @@ function describeOne (from: View, to: View, p: string, before: Resolved | null, 
   if (kind === 'f') {
     const a = readAll(from, before, chunks)
     const b = readAll(to, after, chunks)
-    c.oldSize = a.length
-    c.newSize = b.length
-    if (!a.equals(b)) {
+    c.oldSize = lengthOf(a)
+    c.newSize = lengthOf(b)
+    if (!sameFile(from, before, a, to, after, b, chunks)) {
       addText(c, a, b, p, opts)
       return c
     }
@@ -195,10 +217,10 @@ function describeOne (from: View, to: View, p: string, before: Resolved | null, 
   return { ...c, change: 'owner' }
 }
 
-function addText (c: Change, a: Buffer, b: Buffer, p: string, opts: { patches?: boolean }): void {
-  c.oldSize = a.length
-  c.newSize = b.length
-  if (!isText(a) || !isText(b)) {
+function addText (c: Change, a: Bytes, b: Bytes, p: string, opts: { patches?: boolean }): void {
+  c.oldSize = lengthOf(a)
+  c.newSize = lengthOf(b)
+  if (!Buffer.isBuffer(a) || !Buffer.isBuffer(b) || !isText(a) || !isText(b)) {
     c.binary = true
     return
   }

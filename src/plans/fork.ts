@@ -9,7 +9,7 @@ import { Origin } from '../overlay/origin.js'
 import { View } from '../overlay/view.js'
 import type { Session } from '../session/session.js'
 import type { FileEntry } from '../store/entries.js'
-import { readChunks } from '../overlay/origin.js'
+import { readEntry } from '../overlay/origin.js'
 import { applyOps } from './applier.js'
 import { planViews } from './planner.js'
 import { expectOf, viewOf, type PlanSummary } from './run.js'
@@ -59,7 +59,7 @@ export async function forkView (session: Session, turn: number, destArg: string)
         return (b: Buffer, off: number, len: number, pos: number) => session.origin.read(from, b, off, len, pos)
       }
       const e = (r.kind === 'upper' ? r.entry : r.stat) as FileEntry
-      return (b: Buffer, off: number, len: number, pos: number) => readChunks(e.chunks, e.size, session.chunks, b, off, len, pos,
+      return (b: Buffer, off: number, len: number, pos: number) => readEntry(e, session.chunks, b, off, len, pos,
         e.src === undefined ? null : (bb, o, l, p) => session.origin.read(e.src!, bb, o, l, p))
     }
     for (const op of plan.ops) if (op.op === 'write') delete op.content

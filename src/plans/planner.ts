@@ -5,7 +5,7 @@
 // opaque or redirected (rm -rf + mkdir, a moved directory) is compared child by child.
 // Order: a path's removal comes before what replaces it, parents before children, and
 // directory modes last (deepest first) so that a read-only directory does not block writes.
-import type { FileEntry, Kind, NodeEntry } from '../store/entries.js'
+import { srcBytes, type FileEntry, type Kind, type NodeEntry } from '../store/entries.js'
 import { ancestors, join } from '../overlay/paths.js'
 import { resolvedType, type Resolved, type View } from '../overlay/view.js'
 
@@ -16,10 +16,17 @@ export type Content =
 export type PlanOp =
   | { op: 'remove', path: string, type: Kind }
   | { op: 'mkdir', path: string }
-  | { op: 'write', path: string, mode: number, size: number, uid: number, gid: number, content?: Content, chunks?: string[], ifDiffers?: boolean } & Times
-  | { op: 'symlink', path: string, target: string, uid: number, gid: number } & Partial<Times>
-  | { op: 'chmod', path: string, mode: number, uid: number, gid: number } & Partial<Times>
-  | { op: 'mknod', path: string, fmt: number, rdev: number, mode: number, uid: number, gid: number } & Times
+  | { op: 'write', path: string, mode: number, size: number, content?: Content, data?: Array<[number, string]>, ifDiffers?: boolean, ino?: number } & Times & Attrs
+  | { op: 'symlink', path: string, target: string } & Partial<Times> & Attrs
+  | { op: 'chmod', path: string, mode: number } & Partial<Times> & Attrs
+  | { op: 'mknod', path: string, fmt: number, rdev: number, mode: number } & Times & Attrs
+
+/** Owner and extended attributes a plan sets (x: the whole set; absent = none). */
+export interface Attrs {
+  uid: number
+  gid: number
+  x?: Record<string, Buffer>
+}
 
 /** Times a plan sets: milliseconds and the nanoseconds within them (see store/entries.ts). */
 export interface Times {
@@ -47,16 +54,31 @@ function ownerOf (r: Resolved): { uid: number, gid: number } {
   return { uid: s.uid, gid: s.gid }
 }
 
-function sameOwner (a: Resolved, b: Resolved): boolean {
-  const x = ownerOf(a)
-  const y = ownerOf(b)
-  return x.uid === y.uid && x.gid === y.gid
+function xattrsOf (v: View, r: Resolved): Record<string, Buffer> | undefined {
+  if (r.kind === 'upper') return r.entry.x
+  return 'nlink' in r.stat ? v.origin.xattrs(r.originPath) : r.stat.x
+}
+
+/** Owner and xattrs of r in view v, as a plan op carries them. */
+function attrsOf (v: View, r: Resolved): Attrs {
+  const x = xattrsOf(v, r)
+  return x ? { ...ownerOf(r), x } : ownerOf(r)
+}
+
+export function sameXattrs (a: Record<string, Buffer> | undefined, b: Record<string, Buffer> | undefined): boolean {
+  const ka = Object.keys(a ?? {})
+  if (ka.length !== Object.keys(b ?? {}).length) return false
+  return ka.every(k => b![k] !== undefined && a![k].equals(b![k]))
 }
 
 function contentOf (r: Resolved): Content {
   if (r.kind === 'upper') return { from: 'entry', entry: r.entry as FileEntry }
   if (!('nlink' in r.stat)) return { from: 'entry', entry: r.stat as FileEntry }
   return { from: 'origin', path: r.originPath }
+}
+
+function inoOf (r: Resolved): number {
+  return r.kind === 'upper' ? r.entry.ino : r.stat.ino
 }
 
 /** A special node's type and device number. */
@@ -83,11 +105,10 @@ function sameBytes (e: Resolved, t: Resolved): boolean {
     if (e.entry === t.entry) return true
     const a = e.entry as FileEntry
     const b = t.entry as FileEntry
-    if (a.size !== b.size || a.chunks.length !== b.chunks.length) return false
-    for (let i = 0; i < a.chunks.length; i++) {
-      const x = a.chunks[i]
-      const y = b.chunks[i]
-      if (Buffer.isBuffer(x) && Buffer.isBuffer(y)) { if (!x.equals(y)) return false } else if (x === 1 && y === 1) { if (a.src !== b.src) return false } else if (x !== y) return false
+    if (a.size !== b.size || a.chunks.size !== b.chunks.size || a.src !== b.src || srcBytes(a) !== srcBytes(b)) return false
+    for (const [idx, x] of a.chunks) {
+      const y = b.chunks.get(idx)
+      if (y === undefined || (x === null) !== (y === null) || (x && !x.equals(y!))) return false
     }
     return true
   }
@@ -102,7 +123,7 @@ function deepDir (v: View, p: string): boolean {
 export function planViews (expected: View, target: View, touched: Iterable<string>, opts: { full?: boolean } = {}): Plan {
   const ops: PlanOp[] = []
   // Directory modes and times are set last: writing children would move the times again.
-  const dirModes: Array<{ path: string, mode: number, uid: number, gid: number } & Partial<Times>> = []
+  const dirModes: Array<{ path: string, mode: number } & Partial<Times> & Attrs> = []
   const touchedSet = new Set(touched)
   const interesting = new Set<string>()
   for (const p of touchedSet) {
@@ -123,22 +144,28 @@ export function planViews (expected: View, target: View, touched: Iterable<strin
     s.add(p.slice(i + 1))
   }
 
+  const sameOwner = (e: Resolved, t: Resolved): boolean => {
+    const x = ownerOf(e)
+    const y = ownerOf(t)
+    return x.uid === y.uid && x.gid === y.gid && sameXattrs(xattrsOf(expected, e), xattrsOf(target, t))
+  }
+
   const create = (p: string, t: Resolved): void => {
     const type = resolvedType(t)
     if (type === 'd') {
       ops.push({ op: 'mkdir', path: p })
-      dirModes.push({ path: p, mode: modeOf(t), ...timesOf(t), ...ownerOf(t) })
+      dirModes.push({ path: p, mode: modeOf(t), ...timesOf(t), ...attrsOf(target, t) })
       for (const n of target.readdir(p).sort()) {
         const q = join(p, n)
         const tq = target.resolve(q)
         if (tq) create(q, tq)
       }
     } else if (type === 'l') {
-      ops.push({ op: 'symlink', path: p, target: linkTarget(target, t), ...timesOf(t), ...ownerOf(t) })
+      ops.push({ op: 'symlink', path: p, target: linkTarget(target, t), ...timesOf(t), ...attrsOf(target, t) })
     } else if (type === 'n') {
-      ops.push({ op: 'mknod', path: p, ...nodeOf(t), mode: modeOf(t), ...timesOf(t), ...ownerOf(t) })
+      ops.push({ op: 'mknod', path: p, ...nodeOf(t), mode: modeOf(t), ...timesOf(t), ...attrsOf(target, t) })
     } else {
-      ops.push({ op: 'write', path: p, mode: modeOf(t), size: sizeOf(t), ...timesOf(t), ...ownerOf(t), content: contentOf(t) })
+      ops.push({ op: 'write', path: p, mode: modeOf(t), size: sizeOf(t), ...timesOf(t), ...attrsOf(target, t), content: contentOf(t) })
     }
   }
 
@@ -163,9 +190,10 @@ export function planViews (expected: View, target: View, touched: Iterable<strin
     }
     if (tt === 'f') {
       if (!sameBytes(e, t)) {
-        ops.push({ op: 'write', path: p, mode: modeOf(t), size: sizeOf(t), ...timesOf(t), ...ownerOf(t), content: contentOf(t), ifDiffers: true })
+        // The same file with new content: `ino` lets the applier keep the real file's hard links.
+        ops.push({ op: 'write', path: p, mode: modeOf(t), size: sizeOf(t), ...timesOf(t), ...attrsOf(target, t), content: contentOf(t), ifDiffers: true, ino: inoOf(t) })
       } else if (modeOf(e) !== modeOf(t) || !sameOwner(e, t)) {
-        ops.push({ op: 'chmod', path: p, mode: modeOf(t), ...ownerOf(t) })
+        ops.push({ op: 'chmod', path: p, mode: modeOf(t), ...attrsOf(target, t) })
       }
       return
     }
@@ -176,7 +204,7 @@ export function planViews (expected: View, target: View, touched: Iterable<strin
         ops.push({ op: 'remove', path: p, type: 'n' })
         create(p, t)
       } else if (modeOf(e) !== modeOf(t) || !sameOwner(e, t)) {
-        ops.push({ op: 'chmod', path: p, mode: modeOf(t), ...ownerOf(t) })
+        ops.push({ op: 'chmod', path: p, mode: modeOf(t), ...attrsOf(target, t) })
       }
       return
     }
@@ -184,15 +212,15 @@ export function planViews (expected: View, target: View, touched: Iterable<strin
       const lt = linkTarget(target, t)
       if (linkTarget(expected, e) !== lt) {
         ops.push({ op: 'remove', path: p, type: 'l' })
-        ops.push({ op: 'symlink', path: p, target: lt, ...timesOf(t), ...ownerOf(t) })
+        ops.push({ op: 'symlink', path: p, target: lt, ...timesOf(t), ...attrsOf(target, t) })
       } else if (!sameOwner(e, t)) {
-        ops.push({ op: 'chmod', path: p, mode: 0o777, ...ownerOf(t) })
+        ops.push({ op: 'chmod', path: p, mode: 0o777, ...attrsOf(target, t) })
       }
       return
     }
     const te = timesOf(e)
     const tt2 = timesOf(t)
-    if (modeOf(e) !== modeOf(t) || te.mtime !== tt2.mtime || te.mtimeNs !== tt2.mtimeNs || !sameOwner(e, t)) dirModes.push({ path: p, mode: modeOf(t), ...timesOf(t), ...ownerOf(t) })
+    if (modeOf(e) !== modeOf(t) || te.mtime !== tt2.mtime || te.mtimeNs !== tt2.mtimeNs || !sameOwner(e, t)) dirModes.push({ path: p, mode: modeOf(t), ...timesOf(t), ...attrsOf(target, t) })
     const childDeep = deep || (touchedSet.has(p) && (deepDir(expected, p) || deepDir(target, p)))
     let names: Iterable<string>
     if (childDeep) names = new Set([...expected.readdir(p), ...target.readdir(p)])

@@ -13,15 +13,18 @@
 import * as fs from 'node:fs'
 import { CpfsError } from '../errors.js'
 import { View, resolvedType, type Resolved } from '../overlay/view.js'
-import { isSafePath, join } from '../overlay/paths.js'
-import type { Session } from '../session/session.js'
-import { hashChunk } from '../store/chunks.js'
+import { isSafePath, isWithin, join } from '../overlay/paths.js'
+import type { Origin } from '../overlay/origin.js'
+import { fingerprintDrift, fingerprintOf } from '../store/fingerprints.js'
+import type { Session, StackChange } from '../session/session.js'
 import { decode, encode } from '../store/codec.js'
-import { CHUNK_SIZE, chunkCount, type Entry, type FileEntry, type Meta } from '../store/entries.js'
+import type { Entry, FileEntry } from '../store/entries.js'
 import { JOURNAL_KEY, type BatchOp } from '../store/keys.js'
 import { applyOps, cleanTemps, fingerprint, type Fingerprint } from './applier.js'
 import { planViews, touchedPaths, type Content, type PlanOp } from './planner.js'
-import { hashReal, lstatReal, type RealState } from './real.js'
+import { lstatReal, type RealState } from '../overlay/real.js'
+import { realContent, sameContent, viewContent, type Sparse } from './content.js'
+import { capture } from './capture.js'
 import { verifyPaths, type Expect } from './verifier.js'
 
 export interface PlanSummary {
@@ -41,50 +44,28 @@ interface Journal {
   id: string
   ops: PlanOp[]
   expect: Array<[string, Expect]>
+  /** The stack whose view the real directory holds once the plan is done. */
   targetStack: number[]
+  /** The history change that goes with it (offline rewind, redo, restore), committed in the same batch. */
+  after?: StackChange
 }
 
 export interface RunOptions {
   force?: boolean
   targetStack: number[]
+  after?: StackChange
+  /** Store ops that must be durable before the plan starts (a prepared layer's entries). */
+  preOps?: BatchOp[]
 }
 
-export function chunkHexes (session: Session, content: Content, size: number, store = true): string[] {
-  const out: string[] = []
-  const buf = Buffer.alloc(CHUNK_SIZE)
-  const origin = session.origin
-  for (let idx = 0; idx < chunkCount(size); idx++) {
-    const valid = Math.min(CHUNK_SIZE, size - idx * CHUNK_SIZE)
-    const piece = buf.subarray(0, valid)
-    piece.fill(0)
-    if (content.from === 'origin') {
-      origin.read(content.path, piece, 0, valid, idx * CHUNK_SIZE)
-    } else {
-      const e: FileEntry = content.entry
-      const ref = e.chunks[idx]
-      if (Buffer.isBuffer(ref)) {
-        const data = session.chunks.get(ref)
-        if (data.length === valid) {
-          out.push(ref.toString('hex'))
-          continue
-        }
-        data.copy(piece, 0, 0, Math.min(valid, data.length))
-      } else if (ref === 1 && e.src !== undefined) {
-        origin.read(e.src, piece, 0, valid, idx * CHUNK_SIZE)
-      }
-    }
-    out.push((store ? session.chunks.put(piece) : hashChunk(piece)).toString('hex'))
-  }
-  return out
-}
-
-export function expectOf (session: Session, view: View, p: string, hexes: Map<string, string[]>, store = true): Expect {
+export function expectOf (session: Session, view: View, p: string, contents: Map<string, Sparse>, store = true): Expect {
   const r = view.resolve(p)
   if (!r) return { type: null }
   const type = resolvedType(r)
   const meta = r.kind === 'upper' ? r.entry : r.stat
   const mode = meta.mode & 0o7777
-  const owner = process.getuid?.() === 0 ? { uid: meta.uid, gid: meta.gid } : {}
+  const x = r.kind === 'upper' ? r.entry.x : 'nlink' in r.stat ? view.origin.xattrs(r.originPath) : r.stat.x
+  const owner = { ...(process.getuid?.() === 0 ? { uid: meta.uid, gid: meta.gid } : {}), x: x ?? null }
   if (type === 'd') return { type, mode, ...owner }
   if (type === 'n') {
     const s: any = r.kind === 'upper' ? r.entry : r.stat
@@ -95,9 +76,8 @@ export function expectOf (session: Session, view: View, p: string, hexes: Map<st
     return { type, target, ...owner }
   }
   const size = r.kind === 'upper' ? (r.entry as FileEntry).size : (r.stat as any).size
-  let chunks = hexes.get(p)
-  if (!chunks) chunks = chunkHexes(session, contentOf(r), size, store)
-  return { type, mode, size, chunks, ...owner }
+  const data = contents.get(p) ?? viewContent(session.origin, session.chunks, contentOf(r), size, store)
+  return { type, mode, size, data, ...owner }
 }
 
 function contentOf (r: Resolved): Content {
@@ -122,51 +102,74 @@ function driftOf (session: Session, expected: View, p: string, real: RealState):
     // Origin content that the real directory itself serves cannot have drifted from itself.
     if (r.kind === 'origin' && r.originPath === p && session.origin.servedByReal(p)) return null
     if (real.size !== want.size) return 'content changed'
-    const got = hashReal(session.origin, p, null, hashChunk)
-    if (got.some((h, i) => h !== want.chunks![i])) return 'content changed'
+    if (!sameContent(realContent(session.origin, p, null).data, want.data!)) return 'content changed'
   }
   return null
 }
 
-/** Store the real directory's current version of p (and below, for a directory) as base. */
-function capture (session: Session, p: string, recursive: boolean, ops: BatchOp[]): void {
-  const origin = session.origin
-  if (origin.servedByReal(p)) {
-    const st = lstatReal(origin, p)
-    let e: Entry
-    const meta: Meta = { mode: st.mode, uid: st.uid, gid: st.gid, atime: st.atime, mtime: st.mtime, ctime: st.ctime, ino: st.ino }
-    if (st.atimeNs) meta.atimeNs = st.atimeNs
-    if (st.mtimeNs) meta.mtimeNs = st.mtimeNs
-    if (st.ctimeNs) meta.ctimeNs = st.ctimeNs
-    if (st.blockedBy || st.type === null) e = { t: 'w' }
-    else if (st.type === 'd') e = { t: 'd', ...meta }
-    else if (st.type === 'l') e = { t: 'l', ...meta, target: st.target! }
-    else if (st.type === 'n') e = { t: 'n', ...meta, fmt: st.fmt, rdev: st.rdev }
-    else {
-      const hashes = hashReal(origin, p, session.chunks, hashChunk).map(h => Buffer.from(h, 'hex'))
-      e = { t: 'f', ...meta, size: st.size, chunks: hashes }
-    }
-    origin.setBase(p, e)
-    ops.push(session.store.baseOp(p, e))
-  }
-  if (recursive) {
-    const st = lstatReal(origin, p)
-    if (st.type !== 'd') return
-    for (const name of fs.readdirSync(origin.realPath(p))) capture(session, join(p, name), true, ops)
-  }
-}
-
-/** Paths (with the reason) where the real directory differs from what the store expects. */
+/**
+ * Paths (with the reason) where the real directory differs from what cpfs last knew: its
+ * fingerprint where cpfs has one (store/fingerprints.ts), otherwise the expected view. A
+ * directory the plan removes is checked all the way down: anything below it that changed
+ * since cpfs last looked would be lost with it.
+ */
 export function findDrift (session: Session, expected: View, ops: PlanOp[]): string[] {
   const drifted: string[] = []
   const seen = new Set<string>()
+  const say = (p: string, why: string) => drifted.push(`${p.slice(1) || '.'} (${why})`)
   for (const op of ops) {
     if (seen.has(op.path)) continue
     seen.add(op.path)
-    const why = driftOf(session, expected, op.path, lstatReal(session.origin, op.path))
-    if (why) drifted.push(`${op.path.slice(1) || '.'} (${why})`)
+    const real = lstatReal(session.origin, op.path)
+    const f = session.fingerprints.get(op.path)
+    const why = f ? fingerprintDrift(f, real) : driftOf(session, expected, op.path, real)
+    if (why) {
+      say(op.path, why)
+      continue
+    }
+    if (op.op === 'remove' && op.type === 'd' && real.type === 'd') {
+      const since = f?.at ?? session.openedAt
+      walkReal(session.origin, op.path, (q, st) => {
+        const fq = session.fingerprints.get(q)
+        const w = fq ? fingerprintDrift(fq, st) : st.ctime > since ? 'changed after cpfs last saw it' : null
+        if (w) say(q, w)
+      })
+    }
   }
   return drifted
+}
+
+/** Every path below real directory p (not following symlinks), with its state. */
+function walkReal (origin: Origin, p: string, fn: (q: string, st: RealState) => void): void {
+  let names: string[]
+  try {
+    names = fs.readdirSync(origin.realPath(p))
+  } catch {
+    return
+  }
+  for (const name of names) {
+    const q = join(p, name)
+    const st = lstatReal(origin, q)
+    fn(q, st)
+    if (st.type === 'd') walkReal(origin, q, fn)
+  }
+}
+
+/** After a plan verified: the real paths it wrote are what cpfs knows of them now. */
+function recordFingerprints (session: Session, paths: Iterable<string>, removedDirs: string[]): void {
+  for (const d of removedDirs) {
+    for (const q of [...session.fingerprints.keys()]) if (q !== d && isWithin(q, d)) session.setFingerprint(q, null)
+  }
+  const inos = new Set<number>()
+  for (const p of paths) {
+    const st = lstatReal(session.origin, p)
+    session.setFingerprint(p, fingerprintOf(st))
+    if (st.type === 'f' && st.nlink > 1) inos.add(st.ino)
+  }
+  // A file rewritten in place changed its other names too (hard links): they are known as they are now.
+  if (inos.size) {
+    for (const [q, f] of session.fingerprints) if (f.t === 'f' && inos.has(f.ino)) session.setFingerprint(q, fingerprintOf(lstatReal(session.origin, q)))
+  }
 }
 
 function newPlanId (): string {
@@ -196,30 +199,7 @@ export async function runPlan (session: Session, expected: View, target: View, t
     throw new CpfsError('DRIFT', `the real directory changed outside cpfs: ${shown}`, 'inspect those paths, then run again with --force to replace them (their current content is kept in the store)')
   }
 
-  // Materialise target content; drop rewrites whose bytes and mode already match.
-  const hexes = new Map<string, string[]>()
-  const ops: PlanOp[] = []
-  for (const op of plan.ops) {
-    if (op.op === 'write') {
-      op.chunks = chunkHexes(session, op.content!, op.size)
-      delete op.content
-      hexes.set(op.path, op.chunks)
-      if (op.ifDiffers) {
-        const real = lstatReal(origin, op.path)
-        const ownerOk = process.getuid?.() !== 0 || (real.uid === op.uid && real.gid === op.gid)
-        if (real.type === 'f' && real.mode === op.mode && real.size === op.size && ownerOk) {
-          const got = hashReal(origin, op.path, null, hashChunk)
-          if (got.length === op.chunks.length && got.every((h, i) => h === op.chunks![i])) continue
-        }
-      }
-      delete op.ifDiffers
-    }
-    ops.push(op)
-  }
-
-  const expect = new Map<string, Expect>()
-  for (const op of ops) expect.set(op.path, { type: null })
-  for (const p of expect.keys()) expect.set(p, expectOf(session, target, p, hexes))
+  const { ops, expect } = materialise(session, target, plan.ops)
 
   // 3 + 4. capture and journal, in one synced batch.
   const batch: BatchOp[] = []
@@ -229,6 +209,8 @@ export async function runPlan (session: Session, expected: View, target: View, t
     capture(session, op.path, op.op === 'remove' && op.type === 'd', batch)
   }
   const journal: Journal = { id: newPlanId(), ops, expect: [...expect], targetStack: opts.targetStack.slice() }
+  if (opts.after) journal.after = opts.after
+  if (opts.preOps) batch.push(...opts.preOps)
   session.chunks.drain(batch)
   batch.push({ type: 'put', key: JOURNAL_KEY, value: encode(journal) })
   await session.store.batch(batch, true)
@@ -236,6 +218,71 @@ export async function runPlan (session: Session, expected: View, target: View, t
   const prints = new Map<string, Fingerprint>()
   for (const op of ops) if (!prints.has(op.path)) prints.set(op.path, fingerprint(origin, op.path))
   return await finish(session, journal, false, prints)
+}
+
+/**
+ * Turn planned operations into journal-ready ones: file content as chunk lists (stored), and
+ * rewrites whose bytes, mode and owner already match dropped. Returns them with what the
+ * verifier will expect of every path they touch.
+ */
+function materialise (session: Session, target: View, planned: PlanOp[]): { ops: PlanOp[], expect: Map<string, Expect> } {
+  const origin = session.origin
+  const contents = new Map<string, Sparse>()
+  const ops: PlanOp[] = []
+  for (const op of planned) {
+    if (op.op === 'write') {
+      op.data = viewContent(origin, session.chunks, op.content!, op.size)
+      delete op.content
+      contents.set(op.path, op.data)
+      if (op.ifDiffers) {
+        const real = lstatReal(origin, op.path)
+        const ownerOk = process.getuid?.() !== 0 || (real.uid === op.uid && real.gid === op.gid)
+        if (real.type === 'f' && real.mode === op.mode && real.size === op.size && ownerOk && sameContent(realContent(origin, op.path, null).data, op.data)) continue
+      }
+      delete op.ifDiffers
+    }
+    ops.push(op)
+  }
+  const expect = new Map<string, Expect>()
+  for (const op of ops) expect.set(op.path, { type: null })
+  for (const p of expect.keys()) expect.set(p, expectOf(session, target, p, contents))
+  return { ops, expect }
+}
+
+/**
+ * A plan that cannot finish (a path the real filesystem refuses, a full disk, an I/O error)
+ * is rolled back: every path it touched is made what it was before (the plan captured it
+ * first), temporary files go, directory modes come back, the journal is retired. The history
+ * is unchanged, so the command can simply be run again once the cause is fixed.
+ */
+async function rollBack (session: Session, j: Journal): Promise<void> {
+  const origin = session.origin
+  cleanTemps(origin, j.ops, j.id)
+  for (const id of [...(j.after?.newLayers ?? []), ...j.targetStack]) if (!session.layers.has(id)) session.layers.set(id, await session.store.loadLayer(id))
+  const before = await viewOf(session, session.meta.applied)
+  const planned = await viewOf(session, j.targetStack)
+  const touched = new Set(j.ops.map(o => o.path))
+  const { ops, expect } = materialise(session, before, planViews(planned, before, touched).ops)
+  const batch: BatchOp[] = []
+  session.chunks.drain(batch)
+  if (batch.length) await session.store.batch(batch, true)
+  applyOps(origin, session.chunks, ops, { planId: j.id + 'b' })
+  const result = verifyPaths(origin, expect)
+  if (result.mismatches.length) {
+    const shown = result.mismatches.slice(0, 5).map(m => `${m.path.slice(1) || '.'} (${m.why})`).join(', ')
+    throw new Error(`the roll-back did not verify: ${shown}`)
+  }
+  for (const p of touched) session.setFingerprint(p, fingerprintOf(lstatReal(origin, p)))
+  await session.store.batch([...session.fingerprintOps(), { type: 'del', key: JOURNAL_KEY }], true)
+}
+
+function failHook (): ((index: number) => void) | undefined {
+  // Test hook: the real filesystem refuses operation N (as a too-long name or a full disk would).
+  const at = process.env.CPFS_TEST_FAIL_AT_OP
+  if (at === undefined) return undefined
+  return (index) => {
+    if (index === Number(at)) throw Object.assign(new Error('EIO: injected failure'), { code: 'EIO' })
+  }
 }
 
 function progress (total: number, bytes: number): ((i: number) => void) | undefined {
@@ -264,16 +311,24 @@ async function finish (session: Session, j: Journal, recovered: boolean, prints?
   let applied
   const bytes = j.ops.reduce((n, op) => n + (op.op === 'write' ? op.size : 0), 0)
   const tick = progress(j.ops.length, bytes)
+  const fail = failHook()
+  const edit = recovered ? undefined : testEditHook(origin)
   try {
     applied = applyOps(origin, session.chunks, j.ops, {
       planId: j.id,
       prints,
-      beforeOp: recovered ? undefined : testEditHook(origin),
+      beforeOp: (i, op) => { edit?.(i, op); fail?.(i) },
       onOp: (i) => { tick?.(i); if (!recovered) crashHook(i) }
     })
   } catch (err: any) {
-    if (err instanceof CpfsError) throw err
-    throw new CpfsError('APPLY_FAILED', `cannot finish writing the real directory: ${err?.message ?? err}`, 'fix the cause (space, permissions), then run any cpfs command on the workspace to finish the journaled plan')
+    if (err instanceof CpfsError && err.code === 'UNSAFE_PATH') throw err
+    const cause = String(err?.message ?? err).split('\n')[0]
+    try {
+      await rollBack(session, j)
+    } catch (back: any) {
+      throw new CpfsError('APPLY_FAILED', `cannot write the real directory (${cause}), and cannot roll back (${back?.message ?? back})`, 'fix the cause (space, permissions), then run cpfs unmount again; cpfs status and cpfs unmount --discard still work')
+    }
+    throw new CpfsError('APPLY_FAILED', `cannot write the real directory: ${cause}; rolled back, the real directory is as it was`, 'fix the cause (space, permissions), then run the command again')
   }
   const skipped = applied.skipped
   const expect = new Map(j.expect.filter(([p]) => !skipped.some(q => p === q || p.startsWith(q + '/'))))
@@ -285,12 +340,11 @@ async function finish (session: Session, j: Journal, recovered: boolean, prints?
   }
   // Skipped paths keep the other process's version: for the store they are drift now, which
   // the next plan that touches them reports (and --force replaces).
-  session.meta.applied = j.targetStack.slice()
-  await session.store.batch([
-    session.store.metaOp(),
+  recordFingerprints(session, expect.keys(), j.ops.filter(o => o.op === 'remove' && o.type === 'd').map(o => o.path))
+  await commitPlan(session, j.targetStack, j.after, [
     { type: 'del', key: JOURNAL_KEY },
     skipped.length ? { type: 'put', key: SKIPPED_KEY, value: encode(skipped) } : { type: 'del', key: SKIPPED_KEY }
-  ], true)
+  ])
   const summary: PlanSummary = {
     ops: applied.done,
     verified: result.verified,
@@ -343,13 +397,29 @@ export async function realToStack (session: Session, stack: number[]): Promise<{
   }
 }
 
-export async function applyStack (session: Session, opts: { force?: boolean, stack?: number[] } = {}): Promise<PlanSummary> {
-  const stack = opts.stack ?? session.meta.stack
+/**
+ * One synced batch: the real directory holds the view of `stack` now, and the history change
+ * that goes with it (if any) takes effect — never one without the other.
+ */
+async function commitPlan (session: Session, stack: number[], after: StackChange | undefined, extra: BatchOp[]): Promise<void> {
+  const ops: BatchOp[] = []
+  if (after) {
+    for (const id of [...after.newLayers, ...after.stack]) if (!session.layers.has(id)) session.layers.set(id, await session.store.loadLayer(id))
+    ops.push(...session.applyChange(after))
+  }
+  ops.push(...session.appliedOps(stack))
+  ops.push(...session.fingerprintOps())
+  ops.push(session.store.metaOp(), ...extra)
+  await session.store.batch(ops, true)
+}
+
+/** Bring the real directory to the view of `stack` (default: the head's), then commit `after`. */
+export async function applyStack (session: Session, opts: { force?: boolean, stack?: number[], after?: StackChange } = {}): Promise<PlanSummary> {
+  const stack = (opts.stack ?? session.meta.stack).slice()
   const { expected, target, touched } = await realToStack(session, stack)
   if (touched.size === 0) {
-    session.meta.applied = stack.slice()
-    await session.store.batch([session.store.metaOp()], true)
+    await commitPlan(session, stack, opts.after, [])
     return { ops: 0, verified: 0, bytesWritten: 0, changed: [] }
   }
-  return await runPlan(session, expected, target, touched, { force: opts.force, targetStack: stack })
+  return await runPlan(session, expected, target, touched, { force: opts.force, targetStack: stack, after: opts.after })
 }

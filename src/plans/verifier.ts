@@ -1,9 +1,11 @@
 // The verifier: after a plan ran, re-read every path it touched from the real directory and
 // compare type, permission bits, symlink target and content (SHA-256 per chunk) with what
 // the plan was meant to produce. It trusts nothing the applier reported.
-import { hashChunk } from '../store/chunks.js'
 import type { Origin } from '../overlay/origin.js'
-import { hashReal, lstatReal } from './real.js'
+import { lstatReal } from '../overlay/real.js'
+import { realXattrs } from '../overlay/origin.js'
+import { sameXattrs } from './planner.js'
+import { realContent, sameContent, type Sparse } from './content.js'
 import type { Kind } from '../store/entries.js'
 
 export interface Expect {
@@ -14,9 +16,12 @@ export interface Expect {
   mode?: number
   target?: string
   size?: number
-  chunks?: string[]
+  /** Non-zero chunks, [index, SHA-256 hex] (see content.ts). */
+  data?: Sparse
   uid?: number
   gid?: number
+  /** Extended attributes, the whole set (undefined: not checked). */
+  x?: Record<string, Buffer> | null
 }
 
 export interface VerifyResult {
@@ -40,13 +45,11 @@ function compare (origin: Origin, p: string, st: ReturnType<typeof lstatReal>, w
   if (want.type !== 'l' && want.mode !== undefined && st.mode !== want.mode) return `mode ${st.mode.toString(8)}, expected ${want.mode.toString(8)}`
   if (want.type === 'l' && st.target !== want.target) return `links to ${st.target}, expected ${want.target}`
   if (want.type === 'n' && (st.fmt !== want.fmt || st.rdev !== want.rdev)) return `node type ${st.fmt.toString(8)}:${st.rdev}, expected ${want.fmt!.toString(8)}:${want.rdev}`
+  if (want.x !== undefined && !sameXattrs(realXattrs(origin.realPath(p)), want.x ?? undefined)) return 'extended attributes differ'
   if (want.uid !== undefined && (st.uid !== want.uid || st.gid !== want.gid)) return `owner ${st.uid}:${st.gid}, expected ${want.uid}:${want.gid}`
   if (want.type === 'f') {
     if (want.size !== undefined && st.size !== want.size) return `size ${st.size}, expected ${want.size}`
-    if (want.chunks) {
-      const got = hashReal(origin, p, null, hashChunk)
-      if (got.length !== want.chunks.length || got.some((h, i) => h !== want.chunks![i])) return 'content differs'
-    }
+    if (want.data && !sameContent(realContent(origin, p, null).data, want.data)) return 'content differs'
   }
   return null
 }

@@ -6,7 +6,7 @@
 // external ids stay with their turns. Redo stacks are cleared.
 import { CpfsError } from '../errors.js'
 import { View } from '../overlay/view.js'
-import { encode } from '../store/codec.js'
+import { encode, encodeEntry } from '../store/codec.js'
 import type { Entry } from '../store/entries.js'
 import { collectGarbage, type GcResult } from '../store/gc.js'
 import { entryKey, turnKey, type BatchOp } from '../store/keys.js'
@@ -38,7 +38,7 @@ export async function squashOldest (session: Session, k: number): Promise<Squash
   const last = session.store.turnRecord(old[k - 1])
   const rec: TurnRecord = { layer, openedAt: first.openedAt, sealedAt: last.sealedAt ?? Date.now(), message: `turns 1-${k} (merged by cpfs prune)` }
   const ops: BatchOp[] = [{ type: 'put', key: turnKey(layer), value: encode(rec) }]
-  for (const [p, e] of merged) ops.push({ type: 'put', key: entryKey(layer, p), value: encode(e) })
+  for (const [p, e] of merged) ops.push({ type: 'put', key: entryKey(layer, p), value: encodeEntry(e) })
   meta.stack = [layer, ...stack.slice(k)]
   if (applied.length >= k) meta.applied = [layer, ...applied.slice(k)]
   meta.redo = []

@@ -14,10 +14,14 @@ import { Origin } from '../overlay/origin.js'
 import { Overlay } from '../overlay/overlay.js'
 import { View } from '../overlay/view.js'
 import { ChunkStore } from '../store/chunks.js'
-import { decode, encode } from '../store/codec.js'
-import { CHUNK_SIZE, type Entry } from '../store/entries.js'
+import { decode, encode, encodeEntry } from '../store/codec.js'
+import { chunkLen, type Entry } from '../store/entries.js'
 import { entryKey, turnKey, type BatchOp } from '../store/keys.js'
 import { Store, type TurnRecord } from '../store/store.js'
+import { reserveBytes } from '../config.js'
+import { fingerprintOf, type Fingerprint } from '../store/fingerprints.js'
+import { lstatReal, realEntry } from '../overlay/real.js'
+import { parentOf } from '../overlay/paths.js'
 
 export interface TurnInfo {
   turn: number
@@ -35,6 +39,24 @@ export interface TurnInfo {
   deletions?: number
 }
 
+/** A new stack, with what it replaces and the turn records it writes (see Session.rewindChange). */
+export interface StackChange {
+  stack: number[]
+  redo: number[][]
+  records: TurnRecord[]
+  /** Layers this change creates (empty ones, or a restored head prepared in memory). */
+  newLayers: number[]
+  /** Set when the old stack is set aside by `unmount --discard`. */
+  discarded?: DiscardedBranch
+}
+
+export interface DiscardedBranch {
+  stack: number[]
+  at: number
+  /** Turns it held that the real directory did not. */
+  pending: number
+}
+
 export interface SessionStatus {
   workspace: string
   store: string
@@ -45,9 +67,17 @@ export interface SessionStatus {
   headChanges: number
   /** Paths the last plan left alone because another process changed them meanwhile. */
   skipped: string[]
+  /** Mounted: when a write was last refused because the store's disk is below the reserve (ms). */
+  spaceRefusedAt?: number
 }
 
 const PERSIST_DELAY_MS = 20
+/** Chunk bytes in flight to LevelDB above which writes wait (see backpressure()). */
+const MAX_INFLIGHT_BYTES = 64 * 1024 * 1024
+/** Once this much was freed from the store, LevelDB compacts the chunks so the disk gets it back. */
+const COMPACT_AFTER_BYTES = 32 * 1024 * 1024
+/** Real files up to this size have their original bytes kept at the first write (onCopyUp). */
+const EAGER_CAPTURE_BYTES = Number(process.env.CPFS_EAGER_CAPTURE_BYTES ?? 1024 * 1024)
 const PERSIST_BYTES = 16 * 1024 * 1024
 
 export class Session {
@@ -56,6 +86,8 @@ export class Session {
   readonly origin: Origin
   readonly overlay: Overlay
   readonly workspace: string
+  /** When this process opened the history (ms): the start of a mount. */
+  readonly openedAt = Date.now()
   /** Layers loaded in memory: the stack's and any a redo may return to. */
   readonly layers = new Map<number, Map<string, Entry>>()
   private readonly dirtyPaths = new Set<string>()
@@ -68,7 +100,7 @@ export class Session {
   private spaceCheckedAt = 0
   private spaceFree = Infinity
   /** Bytes the store's disk must keep free; writes in the mount fail with ENOSPC below it. */
-  reserveBytes = Number(process.env.CPFS_RESERVE_BYTES ?? 64 * 1024 * 1024)
+  reserveBytes = reserveBytes()
 
   private constructor (store: Store, workspace: string, dirFd: number, base: Map<string, Entry>) {
     this.store = store
@@ -80,7 +112,8 @@ export class Session {
       onChange: (p) => this.changed(p),
       allocIno: () => { this.metaDirty = true; return this.store.allocIno() },
       checkSpace: (bytes) => this.checkSpace(bytes),
-      onWrite: () => this.onWrite()
+      onWrite: () => this.onWrite(),
+      onCopyUp: (p, size) => this.onCopyUp(p, size)
     })
   }
 
@@ -92,6 +125,7 @@ export class Session {
       }
       const base = await store.loadBase()
       const s = new Session(store, opts.workspace, opts.dirFd, base)
+      s.fingerprints = await store.loadFingerprints()
       for (const id of store.meta.stack) s.layers.set(id, await store.loadLayer(id))
       s.rebuild(true)
       return s
@@ -118,6 +152,70 @@ export class Session {
     this.overlay.reset(view, this.layers.get(this.headLayer)!, keepHandles)
   }
 
+  // ---- space: chunks only the head turn ever held ------------------------------------------
+  // A file written and deleted (or overwritten, or truncated) within one unsealed turn must not
+  // keep its bytes in the store: after ENOSPC the user removes the culprit and goes on. Each
+  // head path's persisted entry holds references to chunks first stored for the head
+  // (ChunkStore.headOnly); when the last reference goes, the chunk is deleted in the same batch
+  // and, once enough is freed, LevelDB compacts the range so the disk space really comes back.
+
+  private readonly headRefs = new Map<string, string[]>()
+  private readonly refCount = new Map<string, number>()
+  private freedSinceCompaction = 0
+  private compacting = false
+  /** When writes were last refused for lack of space (ms), or 0. */
+  spaceRefusedAt = 0
+
+  private releaseHeadChunks (paths: Iterable<string>, ops: BatchOp[]): void {
+    const headOnly = this.chunks.headOnly
+    if (headOnly.size === 0 && this.headRefs.size === 0) return
+    const dropped: string[] = []
+    for (const p of paths) {
+      const e = this.overlay.head.get(p)
+      const after = e?.t === 'f' ? [...new Set([...e.chunks.values()].filter((h): h is Buffer => h !== null).map(h => h.toString('hex')).filter(h => headOnly.has(h)))] : []
+      const before = this.headRefs.get(p) ?? []
+      for (const h of after) this.refCount.set(h, (this.refCount.get(h) ?? 0) + 1)
+      dropped.push(...before)
+      if (after.length) this.headRefs.set(p, after)
+      else this.headRefs.delete(p)
+    }
+    for (const h of dropped) {
+      const n = (this.refCount.get(h) ?? 1) - 1
+      if (n > 0) { this.refCount.set(h, n); continue }
+      this.refCount.delete(h)
+      this.freedSinceCompaction += this.chunks.free(h, ops)
+    }
+    if (this.freedSinceCompaction >= COMPACT_AFTER_BYTES && !this.compacting) {
+      this.freedSinceCompaction = 0
+      this.compactNext = true
+    }
+  }
+
+  private compactNext = false
+
+  /** After the batch that deleted freed chunks: compact them away (in the background). */
+  private compactAfter (batch: Promise<void>): void {
+    if (!this.compactNext) return
+    this.compactNext = false
+    this.compacting = true
+    batch.catch(() => {}).then(() => this.store.db.compactRange('c', 'c\uffff')).catch(() => {}).finally(() => {
+      this.compacting = false
+      this.spaceCheckedAt = 0 // look at the disk again on the next write
+    })
+  }
+
+  /** The head turn's chunks now belong to history (sealed, rewound away, set aside). */
+  private pinHeadChunks (): void {
+    this.chunks.pinAll()
+    this.headRefs.clear()
+    this.refCount.clear()
+  }
+
+  /** Rebuild the live view after the stack changed underneath (absorb); open handles stay. */
+  reload (): void {
+    this.rebuild(true)
+  }
+
   /**
    * Called after the session changed the view on its own (rewind, redo, undo, restore) with
    * every path whose state may differ: the mount invalidates the kernel's caches for them.
@@ -141,7 +239,62 @@ export class Session {
   private changed (p: string): void {
     this.collecting?.add(p)
     this.dirtyPaths.add(p)
+    if (!this.fingerprints.has(p)) this.noteReal(p)
     this.schedule()
+  }
+
+  /**
+   * Fingerprints of the real paths the history depends on (store/fingerprints.ts): recorded
+   * the first time the mount changes a path, so that a plan can tell what changed outside.
+   */
+  fingerprints = new Map<string, Fingerprint>()
+  private readonly fpDirty = new Set<string>()
+
+  private noteReal (p: string): void {
+    if (p.includes('\0')) return // exchange's temporary name: never a real path
+    // Below a directory that did not exist, nothing does: no system call needed.
+    const parent = this.fingerprints.get(parentOf(p))
+    const f = parent && parent.t === null ? { ...parent, at: Date.now() } : fingerprintOf(lstatReal(this.origin, p))
+    this.setFingerprint(p, f)
+  }
+
+  /** Record (or with null, forget) what cpfs knows of real path p; stored with the next batch. */
+  setFingerprint (p: string, f: Fingerprint | null): void {
+    if (f) this.fingerprints.set(p, f)
+    else this.fingerprints.delete(p)
+    this.fpDirty.add(p)
+  }
+
+  /**
+   * Keep the real directory's current version of p as its base entry (once): from then on
+   * the origin of p is that version, whatever happens to the real file. Returns the store op,
+   * or null when p already has one.
+   */
+  captureBase (p: string): BatchOp | null {
+    if (!this.origin.servedByReal(p)) return null
+    const e = realEntry(this.origin, this.chunks, p)
+    this.origin.setBase(p, e)
+    if (!this.fingerprints.has(p)) this.setFingerprint(p, fingerprintOf(lstatReal(this.origin, p)))
+    return this.store.baseOp(p, e)
+  }
+
+  /**
+   * The first write to an untouched real file: keep its original bytes now if it is small (a
+   * shell outside the mount could overwrite it before the session ends, and the history's
+   * "before" would be lost). Big files keep pointing at the real file (copy-up stays O(1)); the
+   * session's end captures what they still need (plans/freeze.ts).
+   */
+  private onCopyUp (originPath: string, size: number): void {
+    if (size > EAGER_CAPTURE_BYTES) return
+    const op = this.captureBase(originPath)
+    if (op) this.retryOps.push(op)
+  }
+
+  /** The store ops for fingerprints changed since the last batch. */
+  fingerprintOps (): BatchOp[] {
+    const ops = [...this.fpDirty].map(p => this.store.fingerprintOp(p, this.fingerprints.get(p) ?? null))
+    this.fpDirty.clear()
+    return ops
   }
 
   private onWrite (): void {
@@ -181,16 +334,19 @@ export class Session {
         if (node.opens <= 0) this.overlay.nodes.delete(p)
       }
       const e = head.get(p)
-      if (e) ops.push({ type: 'put', key: entryKey(layer, p), value: encode(e) })
+      if (e) ops.push({ type: 'put', key: entryKey(layer, p), value: encodeEntry(e) })
       else ops.push({ type: 'del', key: entryKey(layer, p) })
     }
+    this.releaseHeadChunks(this.dirtyPaths, ops)
     this.dirtyPaths.clear()
-    this.chunks.drain(ops)
+    ops.push(...this.fingerprintOps())
+    const bytes = this.chunks.drain(ops)
     if (this.metaDirty) {
       ops.push(this.store.metaOp())
       this.metaDirty = false
     }
     this.unflushedBytes = 0
+    this.inflight += bytes
     const run = async (): Promise<void> => {
       if (ops.length === 0 && !sync) return
       try {
@@ -203,9 +359,21 @@ export class Session {
         throw new CpfsError('STORE_WRITE', `cannot write to the store: ${err?.cause?.message ?? err?.message}`, 'free space on the store disk', { cause: err })
       }
     }
-    const p = this.chain.then(run, run)
+    const p = this.chain.then(run, run).finally(() => { this.inflight -= bytes })
     this.chain = p.catch(() => {})
+    this.compactAfter(p)
     return p
+  }
+
+  /** Chunk bytes handed to LevelDB and not written yet. */
+  private inflight = 0
+
+  /**
+   * Writers faster than the store: once more than MAX_INFLIGHT_BYTES wait for LevelDB, a
+   * WRITE is answered only when the queue has drained (the daemon's memory stays bounded).
+   */
+  backpressure (): Promise<void> | null {
+    return this.inflight > MAX_INFLIGHT_BYTES ? this.chain : null
   }
 
   private soon: Promise<void> | null = null
@@ -248,6 +416,7 @@ export class Session {
       } catch {}
     }
     if (this.spaceFree - this.chunks.pendingBytes() - bytes < this.reserveBytes || (this.storeFailure && this.spaceFree < this.reserveBytes * 2)) {
+      this.spaceRefusedAt = now
       throw fsError('ENOSPC', this.store.path, 'the cpfs store is full')
     }
     this.spaceFree -= bytes
@@ -259,8 +428,8 @@ export class Session {
   // collecting the pending changes of the old head, so that no FUSE op can land between
   // the two; the store batch follows on the same ordered chain.
 
-  async turn (opts: { message?: string, id?: string } = {}): Promise<number> {
-    const flushed = this.flushAll(false)
+  /** Records that seal the head turn and open a new, empty one (in memory now; ops to store). */
+  private sealHead (opts: { message?: string, id?: string } = {}): BatchOp[] {
     const now = Date.now()
     const sealed = this.store.turnRecord(this.headLayer)
     sealed.sealedAt = now
@@ -269,16 +438,69 @@ export class Session {
     if (opts.message !== undefined) rec.message = opts.message
     if (opts.id !== undefined) rec.id = opts.id
     this.meta.stack.push(layer)
-    this.meta.redo = []
     this.layers.set(layer, new Map())
     this.overlay.head = this.layers.get(layer)!
-    const committed = this.commit([
+    this.pinHeadChunks()
+    return [
       { type: 'put', key: turnKey(sealed.layer), value: encode(sealed) },
       { type: 'put', key: turnKey(layer), value: encode(rec) }
-    ])
+    ]
+  }
+
+  async turn (opts: { message?: string, id?: string } = {}): Promise<number> {
+    const flushed = this.flushAll(false)
+    const ops = this.sealHead(opts)
+    this.meta.redo = []
+    const committed = this.commit(ops)
     await flushed
     await committed
     return this.head
+  }
+
+  /**
+   * The real directory now holds the view of `stack` (a plan just verified it): record that,
+   * in memory, and return the store ops. The applied stack must never include a layer that
+   * can still change, or later writes would count as applied: when `stack` ends with the head
+   * layer, an empty head is left out and a non-empty one is sealed (the next write opens a
+   * new turn).
+   */
+  appliedOps (stack: number[]): BatchOp[] {
+    const applied = stack.slice()
+    const ops: BatchOp[] = []
+    if (applied.length && applied[applied.length - 1] === this.headLayer) {
+      if ((this.layers.get(this.headLayer)?.size ?? 0) === 0) applied.pop()
+      else ops.push(...this.sealHead())
+    }
+    this.meta.applied = applied
+    return ops
+  }
+
+  /**
+   * A new stack (rewind, redo, discard, an offline restore) with what it replaces and the turn
+   * records it writes. Computed first, applied by `applyChange` — in the same batch as a plan's
+   * commit when the real directory must change with it, so a crash never separates the two.
+   */
+  rewindChange (t: number): StackChange {
+    const old = this.meta.stack.slice()
+    const target = this.store.turnRecord(old[t - 1])
+    const layer = this.meta.nextLayer++
+    const rec: TurnRecord = { layer, openedAt: Date.now(), rewound: t }
+    if (target.message !== undefined) rec.message = target.message
+    if (target.id !== undefined) rec.id = target.id
+    return { stack: old.slice(0, t - 1).concat(layer), redo: [...this.meta.redo, old], records: [rec], newLayers: [layer] }
+  }
+
+  /** Apply a stack change in memory; returns the store ops (the caller adds metaOp). */
+  applyChange (c: StackChange): BatchOp[] {
+    const old = this.meta.stack
+    for (const id of c.newLayers) if (!this.layers.has(id)) this.layers.set(id, new Map())
+    this.meta.stack = c.stack.slice()
+    this.meta.redo = c.redo.map(r => r.slice())
+    if (c.discarded) this.meta.discarded = [...(this.meta.discarded ?? []), c.discarded]
+    this.rebuild(false)
+    this.pinHeadChunks()
+    this.onViewChange?.(this.stackDiff(old, this.meta.stack))
+    return c.records.map(rec => ({ type: 'put' as const, key: turnKey(rec.layer), value: encode(rec) }))
   }
 
   /** Write ops plus the metadata in one synced batch, after everything queued before. */
@@ -309,47 +531,68 @@ export class Session {
   async rewind (spec: string | number): Promise<{ head: number, dropped: number }> {
     const t = this.resolveTurn(spec)
     const flushed = this.flushAll(false)
-    const old = this.meta.stack.slice()
-    const target = this.store.turnRecord(old[t - 1])
-    const layer = this.meta.nextLayer++
-    const rec: TurnRecord = { layer, openedAt: Date.now(), rewound: t }
-    if (target.message !== undefined) rec.message = target.message
-    if (target.id !== undefined) rec.id = target.id
-    this.meta.stack = old.slice(0, t - 1).concat(layer)
-    this.meta.redo.push(old)
-    this.layers.set(layer, new Map())
-    this.rebuild(false)
-    this.onViewChange?.(this.stackDiff(old, this.meta.stack))
-    const committed = this.commit([{ type: 'put', key: turnKey(layer), value: encode(rec) }])
+    const dropped = this.meta.stack.length - t + 1
+    const committed = this.commit(this.applyChange(this.rewindChange(t)))
     await flushed
     await committed
-    return { head: this.head, dropped: old.length - t + 1 }
+    return { head: this.head, dropped }
   }
 
-  async undo (): Promise<{ head: number, dropped: number }> {
+  /** The turn `undo` goes back to: the head's start, or the one before when the head is empty. */
+  undoTarget (): number {
     const empty = this.overlay.head.size === 0 && this.overlay.openNodes().every(n => n.dirty.size === 0)
     const t = empty ? this.head - 1 : this.head
     if (t < 1) throw new CpfsError('NOTHING_TO_UNDO', 'nothing to undo: turn 1 has no changes', 'make a change first, or see cpfs log')
-    return await this.rewind(t)
+    return t
+  }
+
+  async undo (): Promise<{ head: number, dropped: number }> {
+    return await this.rewind(this.undoTarget())
+  }
+
+  /** The change `redo` makes: back to the stack the last rewind (or discard) replaced. */
+  async redoChange (): Promise<StackChange> {
+    const prev = this.meta.redo.at(-1)
+    if (!prev) throw new CpfsError('NOTHING_TO_REDO', 'nothing to redo', 'redo only follows a rewind, undo or discard, before any new write')
+    if (this.overlay.head.size > 0) {
+      throw new CpfsError('NOTHING_TO_REDO', 'cannot redo: the workspace changed since the rewind', 'rewind again to the turn you want')
+    }
+    for (const id of prev) if (!this.layers.has(id)) this.layers.set(id, await this.store.loadLayer(id))
+    return { stack: prev, redo: this.meta.redo.slice(0, -1), records: [], newLayers: [] }
   }
 
   async redo (): Promise<{ head: number }> {
-    for (const id of this.meta.redo.at(-1) ?? []) if (!this.layers.has(id)) this.layers.set(id, await this.store.loadLayer(id))
+    const change = await this.redoChange()
     const flushed = this.flushAll(false)
-    const prev = this.meta.redo.pop()
-    if (!prev) throw new CpfsError('NOTHING_TO_REDO', 'nothing to redo', 'redo only follows a rewind or undo, before any new write')
-    if (this.overlay.head.size > 0) {
-      this.meta.redo.push(prev)
-      throw new CpfsError('NOTHING_TO_REDO', 'cannot redo: the workspace changed since the rewind', 'rewind again to the turn you want')
-    }
-    const old = this.meta.stack
-    this.meta.stack = prev
-    this.rebuild(false)
-    this.onViewChange?.(this.stackDiff(old, prev))
-    const committed = this.commit([])
+    const committed = this.commit(this.applyChange(change))
     await flushed
     await committed
     return { head: this.head }
+  }
+
+  /**
+   * `unmount --discard`: the next session starts from the real directory. What the real
+   * directory does not hold (the pending turns) is set aside as a discarded branch: `cpfs
+   * redo` brings it back until the next write, and it stays in the store (listed by cpfs log)
+   * until pruned. Returns the number of turns set aside, 0 when nothing was pending.
+   */
+  async discard (): Promise<number> {
+    await this.flushAll(false)
+    const pending = this.pending()
+    if (pending === 0) return 0
+    for (const id of this.meta.applied) if (!this.layers.has(id)) this.layers.set(id, await this.store.loadLayer(id))
+    const old = this.meta.stack.slice()
+    const layer = this.meta.nextLayer++
+    const rec: TurnRecord = { layer, openedAt: Date.now(), message: 'after discarding' }
+    const change: StackChange = {
+      stack: [...this.meta.applied, layer],
+      redo: [...this.meta.redo, old],
+      records: [rec],
+      newLayers: [layer],
+      discarded: { stack: old, at: Date.now(), pending }
+    }
+    await this.commit(this.applyChange(change))
+    return pending
   }
 
   /** Restore paths to their state at the start of turn `spec`, as a change in the head turn. */
@@ -383,10 +626,12 @@ export class Session {
   }
 
   /**
-   * Restore on a copy of the head layer (for a restore that must first pass a plan): returns
-   * the view it would produce, the paths it touches, and `commit` to make it the head.
+   * An offline restore: the head layer with the restore applied, prepared as a new layer that
+   * replaces the head only when the plan that writes it to the real directory commits (same
+   * batch), so a refused restore leaves the history as it was. Returns the target view, the
+   * paths it touches, the stack change and the store ops for the new layer's entries.
    */
-  async prepareRestore (spec: string | number, paths: string[]): Promise<{ turn: number, view: View, touched: Set<string>, commit: () => Promise<void> }> {
+  async prepareRestore (spec: string | number, paths: string[]): Promise<{ turn: number, view: View, touched: Set<string>, change: StackChange, preOps: BatchOp[] }> {
     const stack = this.meta.stack
     const head = this.overlay.head
     const copy = new Map(head)
@@ -401,14 +646,12 @@ export class Session {
     for (const p of paths) scratch.restore(p, src)
     const touched = new Set<string>(paths)
     for (const k of new Set([...head.keys(), ...copy.keys()])) if (head.get(k) !== copy.get(k)) touched.add(k)
-    const commit = async (): Promise<void> => {
-      for (const k of touched) this.dirtyPaths.add(k)
-      head.clear()
-      for (const [k, v] of copy) head.set(k, v)
-      this.rebuild(true)
-      await this.persist(true)
-    }
-    return { turn: t, view, touched, commit }
+    const layer = this.meta.nextLayer++
+    this.layers.set(layer, copy)
+    const rec: TurnRecord = { ...this.store.turnRecord(this.headLayer), layer }
+    const preOps: BatchOp[] = [...copy].map(([p, e]) => ({ type: 'put' as const, key: entryKey(layer, p), value: encodeEntry(e) }))
+    const change: StackChange = { stack: [...stack.slice(0, -1), layer], redo: [], records: [rec], newLayers: [layer] }
+    return { turn: t, view, touched, change, preOps }
   }
 
   async labelTurn (turn: number, message: string): Promise<void> {
@@ -431,11 +674,7 @@ export class Session {
         if (e.t === 'd' && e.n !== 1 && !e.redirect) continue
         files++
         changes.push({ path: p, change: e.t === 'w' ? 'deleted' : e.n === 1 ? 'added' : 'modified' })
-        if (e.t === 'f') {
-          e.chunks.forEach((c: unknown, idx: number) => {
-            if (Buffer.isBuffer(c)) bytes += Math.min(CHUNK_SIZE, e.size - idx * CHUNK_SIZE)
-          })
-        }
+        if (e.t === 'f') for (const [idx, c] of e.chunks) if (c) bytes += chunkLen(e.size, idx)
       }
       changes.sort((a, b) => a.path < b.path ? -1 : 1)
       out.push({
@@ -472,7 +711,8 @@ export class Session {
       pending: this.pending(),
       redo: this.meta.redo.length,
       headChanges: this.overlay.head.size,
-      skipped: (() => { const raw = this.store.getSync('k'); return raw ? decode<string[]>(raw) : [] })()
+      skipped: (() => { const raw = this.store.getSync('k'); return raw ? decode<string[]>(raw) : [] })(),
+      ...(this.spaceRefusedAt ? { spaceRefusedAt: this.spaceRefusedAt } : {})
     }
   }
 

@@ -12,6 +12,17 @@ export function hashChunk (data: Buffer): Buffer {
   return createHash('sha256').update(data).digest()
 }
 
+const ZEROS = Buffer.alloc(CHUNK_SIZE)
+
+/** All bytes zero? (memcmp against zeros, a chunk at a time.) */
+export function isZero (b: Buffer): boolean {
+  for (let at = 0; at < b.length; at += CHUNK_SIZE) {
+    const piece = b.subarray(at, Math.min(b.length, at + CHUNK_SIZE))
+    if (!piece.equals(ZEROS.subarray(0, piece.length))) return false
+  }
+  return true
+}
+
 const CACHE_BYTES = 64 * 1024 * 1024
 
 export class ChunkStore {
@@ -27,18 +38,55 @@ export class ChunkStore {
     this.store = store
   }
 
+  /**
+   * Chunks first stored for the head turn's files (`put(data, true)`) that nothing else has
+   * referenced since: if the head stops referencing them (the file is deleted, overwritten or
+   * truncated before the turn is sealed), they can be deleted again (see `free`). Any other put
+   * of the same bytes — a base capture, a plan, a sealed layer — pins the chunk.
+   */
+  readonly headOnly = new Set<string>()
+
   /** Hash `data`, queue it unless already stored, and return the hash. */
-  put (data: Buffer): Buffer {
+  put (data: Buffer, forHead = false): Buffer {
     const hash = hashChunk(data)
     const hex = hash.toString('hex')
-    if (this.pending.has(hex) || this.known.has(hex)) return hash
+    if (this.pending.has(hex) || this.known.has(hex)) {
+      if (!forHead) this.headOnly.delete(hex)
+      return hash
+    }
     if (this.store.getSync(chunkKey(hex)) !== undefined) {
       this.known.add(hex)
+      this.headOnly.delete(hex)
       return hash
     }
     // Copy: callers reuse their buffers.
     this.pending.set(hex, Buffer.from(data))
+    if (forHead) this.headOnly.add(hex)
     return hash
+  }
+
+  /** Every chunk is pinned now (the head turn was sealed: its chunks belong to history). */
+  pinAll (): void {
+    this.headOnly.clear()
+  }
+
+  /**
+   * Forget a head-only chunk nothing references any more: dropped before it was written, or
+   * deleted in `ops`. Returns the bytes freed.
+   */
+  free (hex: string, ops: BatchOp[]): number {
+    if (!this.headOnly.delete(hex)) return 0
+    const queued = this.pending.get(hex)
+    const bytes = queued?.length ?? this.cache.get(hex)?.length ?? CHUNK_SIZE
+    if (queued) this.pending.delete(hex)
+    else ops.push({ type: 'del', key: chunkKey(hex) })
+    this.known.delete(hex)
+    const cached = this.cache.get(hex)
+    if (cached) {
+      this.cacheBytes -= cached.length
+      this.cache.delete(hex)
+    }
+    return bytes
   }
 
   get (hash: Buffer): Buffer {

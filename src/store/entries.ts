@@ -9,16 +9,21 @@
 //    that entry (mkdir, rename). A later layer that merely changes the directory's mode keeps
 //    `opaque`/`redirect` (they say where children come from) but not `fresh`, so it hides
 //    nothing that the layers in between recorded below it.
-//  - A file's content is a list of fixed-size chunks: a SHA-256 hash (content-addressed
-//    chunk), null (a hole: zeros), or SRC (the same range of the lower file at `src`, which
-//    is how copy-up stays O(1) and a 4 KiB write into a 1 GiB lower file stores one chunk).
+//  - A file's content is sparse: a map from chunk index (fixed CHUNK_SIZE pieces) to the
+//    SHA-256 of a stored chunk, or null (zeros that hide the origin). An index with no entry
+//    reads from the origin file `src` below `srcSize` (that is how copy-up stays O(1) and a
+//    4 KiB write into a 1 GiB lower file stores one chunk), and as zeros (a hole) elsewhere.
+//    Memory and store grow with the bytes written, never with the file's size: a truncate
+//    to 10 TiB costs nothing. Files are limited to MAX_FILE_SIZE (ext4's 16 TiB).
 //  - `n` marks an entry of the head layer whose path did not exist when the turn began:
 //    removing it needs no whiteout.
 
 export const CHUNK_SIZE = 64 * 1024
-export const SRC = 1 as const
+/** The largest file cpfs holds (ext4's limit with 4 KiB blocks); beyond it, EFBIG. */
+export const MAX_FILE_SIZE = 16 * 1024 ** 4
 
-export type ChunkRef = Buffer | null | typeof SRC
+/** A stored chunk's hash, or null: zeros that hide what the origin file has there. */
+export type ChunkRef = Buffer | null
 
 export interface Meta {
   mode: number
@@ -40,8 +45,11 @@ export interface Meta {
 export interface FileEntry extends Meta {
   t: 'f'
   size: number
-  chunks: ChunkRef[]
+  /** Chunk index → stored chunk (see above). */
+  chunks: Map<number, ChunkRef>
+  /** The origin file whose bytes show through where no chunk is recorded, below srcSize. */
   src?: string
+  srcSize?: number
 }
 
 export interface DirEntry extends Meta {
@@ -88,7 +96,7 @@ export function typeBits (e: LiveEntry): number {
 }
 
 export function cloneEntry<T extends Entry> (e: T): T {
-  const c: any = e.t === 'f' ? { ...e, chunks: e.chunks.slice() } : { ...e }
+  const c: any = e.t === 'f' ? { ...e, chunks: new Map(e.chunks) } : { ...e }
   if (c.x) c.x = { ...c.x }
   return c
 }
@@ -141,4 +149,26 @@ export function sameTime (a: Meta, b: Meta, which: 'a' | 'm' | 'c'): boolean {
 
 export function chunkCount (size: number): number {
   return Math.ceil(size / CHUNK_SIZE)
+}
+
+/** Bytes of chunk idx that lie inside a file of this size. */
+export function chunkLen (size: number, idx: number): number {
+  return Math.max(0, Math.min(CHUNK_SIZE, size - idx * CHUNK_SIZE))
+}
+
+/** Origin bytes that still show through in e (its src cut by truncations). */
+export function srcBytes (e: FileEntry): number {
+  return e.src === undefined ? 0 : Math.min(e.srcSize ?? 0, e.size)
+}
+
+/** Bytes the store really holds for e, at chunk granularity (st_blocks reports this). */
+export function storedBytes (e: FileEntry): number {
+  let n = 0
+  for (const [idx, ref] of e.chunks) if (ref) n += chunkLen(e.size, idx)
+  const src = srcBytes(e)
+  if (src > 0) {
+    n += src
+    for (const idx of e.chunks.keys()) if (idx * CHUNK_SIZE < src) n -= Math.min(CHUNK_SIZE, src - idx * CHUNK_SIZE)
+  }
+  return n
 }

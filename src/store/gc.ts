@@ -2,7 +2,7 @@
 // prune) and chunks that no remaining layer or base entry references. Safe by construction:
 // the live set is computed from the metadata already committed, so a crash in the middle
 // leaves garbage for the next run, never a dangling reference.
-import { decode } from './codec.js'
+import { decodeEntry } from './codec.js'
 import type { Entry } from './entries.js'
 import { JOURNAL_KEY, chunkKey, prefixEnd, turnKey, type BatchOp } from './keys.js'
 import type { Store } from './store.js'
@@ -15,13 +15,13 @@ export interface GcResult {
 
 function addRefs (e: Entry, live: Set<string>): void {
   if (e.t !== 'f') return
-  for (const c of e.chunks) if (Buffer.isBuffer(c)) live.add(c.toString('hex'))
+  for (const c of e.chunks.values()) if (c) live.add(c.toString('hex'))
 }
 
 export async function collectGarbage (store: Store, onProgress?: (msg: string) => void): Promise<GcResult> {
   if (store.getSync(JOURNAL_KEY)) throw new Error('a plan is in progress; finish it before collecting garbage')
   const meta = store.meta
-  const liveLayers = new Set<number>([...meta.stack, ...meta.applied, ...meta.redo.flat()])
+  const liveLayers = new Set<number>([...meta.stack, ...meta.applied, ...meta.redo.flat(), ...(meta.discarded ?? []).flatMap(d => d.stack)])
   const live = new Set<string>()
   let ops: BatchOp[] = []
   let layersDeleted = 0
@@ -34,14 +34,14 @@ export async function collectGarbage (store: Store, onProgress?: (msg: string) =
   for await (const [key, value] of store.db.iterator({ gte: 'e', lt: prefixEnd('e') })) {
     const layer = Number(key.slice(1, 11))
     if (liveLayers.has(layer)) {
-      addRefs(decode<Entry>(value), live)
+      addRefs(decodeEntry(value), live)
     } else {
       deadLayers.add(layer)
       ops.push({ type: 'del', key })
       if (ops.length >= 1000) await flush()
     }
   }
-  for await (const [, value] of store.db.iterator({ gte: 'b', lt: prefixEnd('b') })) addRefs(decode<Entry>(value), live)
+  for await (const [, value] of store.db.iterator({ gte: 'b', lt: prefixEnd('b') })) addRefs(decodeEntry(value), live)
   for await (const key of store.db.keys({ gte: 't', lt: prefixEnd('t') })) {
     const layer = Number(key.slice(1))
     if (!liveLayers.has(layer)) {

@@ -5,6 +5,7 @@
 //   b<path>           base entry: the real directory's original state of a path, captured
 //                     before a plan first changed it
 //   c<hex>            chunk bytes, keyed by SHA-256
+//   o<path>           fingerprint: what cpfs last knew of the real path (store/fingerprints.ts)
 //   j                 the journal of a plan in progress
 
 export const META_KEY = 'm'

@@ -5,9 +5,10 @@ import { ClassicLevel } from 'classic-level'
 import { mkdirSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import { CpfsError } from '../errors.js'
-import { decode, encode } from './codec.js'
+import { decode, decodeEntry, encode, encodeEntry } from './codec.js'
 import type { Entry } from './entries.js'
 import { META_KEY, baseKey, entryPrefix, prefixEnd, turnKey, type BatchOp } from './keys.js'
+import { FINGERPRINT_PREFIX, fingerprintKey, type Fingerprint } from './fingerprints.js'
 
 export type { BatchOp } from './keys.js'
 
@@ -20,6 +21,8 @@ export interface StoreMeta {
   redo: number[][]
   /** The stack whose view the real directory holds (its layers are never collected). */
   applied: number[]
+  /** Stacks set aside by `unmount --discard`, oldest first (kept until pruned). */
+  discarded?: Array<{ stack: number[], at: number, pending: number }>
   nextLayer: number
   nextIno: number
   createdAt: number
@@ -131,7 +134,7 @@ export class Store {
     const prefix = entryPrefix(layer)
     const out = new Map<string, Entry>()
     for await (const [key, value] of this.db.iterator({ gte: prefix, lt: prefixEnd(prefix) })) {
-      out.set(key.slice(prefix.length), decode<Entry>(value))
+      out.set(key.slice(prefix.length), decodeEntry(value))
     }
     return out
   }
@@ -139,13 +142,26 @@ export class Store {
   async loadBase (): Promise<Map<string, Entry>> {
     const out = new Map<string, Entry>()
     for await (const [key, value] of this.db.iterator({ gte: 'b', lt: prefixEnd('b') })) {
-      out.set(key.slice(1), decode<Entry>(value))
+      out.set(key.slice(1), decodeEntry(value))
     }
     return out
   }
 
+  async loadFingerprints (): Promise<Map<string, Fingerprint>> {
+    const out = new Map<string, Fingerprint>()
+    const prefix = FINGERPRINT_PREFIX
+    for await (const [key, value] of this.db.iterator({ gte: prefix, lt: prefixEnd(prefix) })) {
+      out.set(key.slice(prefix.length), decode<Fingerprint>(value))
+    }
+    return out
+  }
+
+  fingerprintOp (path: string, f: Fingerprint | null): BatchOp {
+    return f ? { type: 'put', key: fingerprintKey(path), value: encode(f) } : { type: 'del', key: fingerprintKey(path) }
+  }
+
   baseOp (path: string, e: Entry): BatchOp {
-    return { type: 'put', key: baseKey(path), value: encode(e) }
+    return { type: 'put', key: baseKey(path), value: encodeEntry(e) }
   }
 
   allocIno (): number {

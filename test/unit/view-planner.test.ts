@@ -18,12 +18,13 @@ function origin (tree: Record<string, 'd' | string>): Origin {
     stat: st,
     readdir: (p: string) => Object.keys(tree).filter(k => k !== p && k.startsWith(p === '/' ? '/' : p + '/') && !k.slice(p === '/' ? 1 : p.length + 1).includes('/')).map(k => k.slice(k.lastIndexOf('/') + 1)),
     readlink: () => '',
-    read: () => 0
+    read: () => 0,
+    xattrs: () => undefined
   } as unknown as Origin
 }
 
 const meta = { mode: 0o644, uid: 0, gid: 0, atime: 0, mtime: 0, ctime: 0, ino: 9 }
-const file = (): Entry => ({ t: 'f', ...meta, size: 0, chunks: [] })
+const file = (): Entry => ({ t: 'f', ...meta, size: 0, chunks: new Map() })
 const dir = (extra: object = {}): Entry => ({ t: 'd', ...meta, mode: 0o755, ...extra })
 const layer = (o: Record<string, Entry>) => new Map(Object.entries(o))
 

@@ -1,0 +1,118 @@
+// Reading the real directory for plans, without ever following a symlink that is found in
+// it: every path is reached through the workspace's directory handle, and each ancestor is
+// checked with lstat first (an agent can plant `d -> /etc`; `d/f` must then not resolve).
+import * as fs from 'node:fs'
+import { SEEK_DATA, SEEK_HOLE, native } from '../native/index.js'
+import { hashChunk, isZero, type ChunkStore } from '../store/chunks.js'
+import { CHUNK_SIZE, S_IFMT, chunkLen, fromNs, type Entry, type Kind, type Meta } from '../store/entries.js'
+import { kindOf, realXattrs, type Origin } from './origin.js'
+import { ancestors } from './paths.js'
+
+/** File content as a sparse list of [chunk index, SHA-256 hex] for every chunk that is not all zeros. */
+export type Sparse = Array<[number, string]>
+
+/** Hash (and with `store`, keep) one chunk's bytes; null for zeros. */
+export function chunkHex (piece: Buffer, store: ChunkStore | null): string | null {
+  if (isZero(piece)) return null
+  return (store ? store.put(piece) : hashChunk(piece)).toString('hex')
+}
+
+export interface RealState {
+  type: Kind | null
+  /** S_IFMT bits and device number of a special node ('n'). */
+  fmt: number
+  rdev: number
+  mode: number
+  size: number
+  atime: number
+  mtime: number
+  ctime: number
+  atimeNs: number
+  mtimeNs: number
+  ctimeNs: number
+  ino: number
+  nlink: number
+  uid: number
+  gid: number
+  target?: string
+  /** A non-directory ancestor that stands where the path should go through. */
+  blockedBy?: string
+}
+
+const ABSENT: RealState = { type: null, fmt: 0, rdev: 0, mode: 0, size: 0, atime: 0, mtime: 0, ctime: 0, atimeNs: 0, mtimeNs: 0, ctimeNs: 0, ino: 0, nlink: 0, uid: 0, gid: 0 }
+
+export function lstatReal (origin: Origin, p: string): RealState {
+  const chain = [...ancestors(p)].reverse().slice(1) // outermost first, without '/'
+  for (const a of chain) {
+    const st = fs.lstatSync(origin.realPath(a), { throwIfNoEntry: false })
+    if (!st) return ABSENT
+    if (!st.isDirectory()) return { ...ABSENT, blockedBy: a }
+  }
+  const st = fs.lstatSync(origin.realPath(p), { bigint: true, throwIfNoEntry: false })
+  if (!st) return ABSENT
+  const mode = Number(st.mode)
+  const fmt = mode & S_IFMT
+  const type = kindOf(mode)
+  const a = fromNs(st.atimeNs)
+  const m = fromNs(st.mtimeNs)
+  const c = fromNs(st.ctimeNs)
+  const out: RealState = { type, fmt, rdev: Number(st.rdev), mode: mode & 0o7777, size: Number(st.size), atime: a.ms, mtime: m.ms, ctime: c.ms, atimeNs: a.ns, mtimeNs: m.ns, ctimeNs: c.ns, ino: Number(st.ino), nlink: Number(st.nlink), uid: Number(st.uid), gid: Number(st.gid) }
+  if (type === 'l') out.target = fs.readlinkSync(origin.realPath(p))
+  return out
+}
+
+/**
+ * The real file at p (reached through the origin's directory handle, never following a
+ * symlink): only its data extents are read.
+ */
+export function realContent (origin: Origin, p: string, store: ChunkStore | null): { size: number, data: Sparse } {
+  const fd = fs.openSync(origin.realPath(p), fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW)
+  try {
+    const size = fs.fstatSync(fd).size
+    const data: Sparse = []
+    const buf = Buffer.allocUnsafe(CHUNK_SIZE)
+    let next = 0 // first chunk index not hashed yet
+    let pos = 0
+    while (pos < size) {
+      const start = native.lseek(fd, pos, SEEK_DATA)
+      if (start < 0) break
+      let end = native.lseek(fd, start, SEEK_HOLE)
+      if (end < 0 || end > size) end = size
+      for (let idx = Math.max(next, Math.floor(start / CHUNK_SIZE)); idx * CHUNK_SIZE < end; idx++) {
+        const len = chunkLen(size, idx)
+        let got = 0
+        while (got < len) {
+          const n = fs.readSync(fd, buf, got, len - got, idx * CHUNK_SIZE + got)
+          if (n === 0) break
+          got += n
+        }
+        if (got < len) buf.fill(0, got, len)
+        const hex = chunkHex(buf.subarray(0, len), store)
+        if (hex) data.push([idx, hex])
+        next = idx + 1
+      }
+      pos = Math.max(end, next * CHUNK_SIZE)
+    }
+    return { size, data }
+  } finally {
+    fs.closeSync(fd)
+  }
+}
+
+/** The real state of p as an entry (a whiteout when there is nothing); content is stored. */
+export function realEntry (origin: Origin, chunks: ChunkStore, p: string): Entry {
+  const st = lstatReal(origin, p)
+  if (st.blockedBy || st.type === null) return { t: 'w' }
+  const meta: Meta = { mode: st.mode, uid: st.uid, gid: st.gid, atime: st.atime, mtime: st.mtime, ctime: st.ctime, ino: st.ino }
+  if (st.atimeNs) meta.atimeNs = st.atimeNs
+  if (st.mtimeNs) meta.mtimeNs = st.mtimeNs
+  if (st.ctimeNs) meta.ctimeNs = st.ctimeNs
+  const x = realXattrs(origin.realPath(p))
+  if (x) meta.x = x
+  if (st.type === 'd') return { t: 'd', ...meta }
+  if (st.type === 'l') return { t: 'l', ...meta, target: st.target! }
+  if (st.type === 'n') return { t: 'n', ...meta, fmt: st.fmt, rdev: st.rdev }
+  const real = realContent(origin, p, chunks)
+  return { t: 'f', ...meta, size: real.size, chunks: new Map(real.data.map(([idx, hex]) => [idx, Buffer.from(hex, 'hex')])) }
+}
+

@@ -1,0 +1,136 @@
+// Absorb: the real directory changed outside cpfs since cpfs last saw it (an editor or a
+// shell while nothing was mounted). A new session must start from the real directory, not
+// from cpfs's older idea of it, so before mounting, every path whose fingerprint no longer
+// matches is recorded as it is now in a turn of its own ("changes made outside cpfs"), placed
+// after the turns the real directory holds and before those it does not hold yet. The history
+// stays exact (rewind to before that turn gives cpfs's version back) and the user's edits are
+// what the mount shows — and what the next plan keeps.
+//
+// A path that a pending turn also changed is a conflict: it is left alone (the next plan
+// refuses and names it) unless `force` — then the outside version is recorded the same way
+// (so it stays in the history) and the pending turn's version wins.
+import * as fs from 'node:fs'
+import { lstatReal } from '../overlay/real.js'
+import { ancestors, join } from '../overlay/paths.js'
+import { resolvedType } from '../overlay/view.js'
+import type { Session } from '../session/session.js'
+import { encode, encodeEntry } from '../store/codec.js'
+import type { Entry } from '../store/entries.js'
+import { fingerprintDrift, fingerprintOf } from '../store/fingerprints.js'
+import { entryKey, turnKey, type BatchOp } from '../store/keys.js'
+import type { TurnRecord } from '../store/store.js'
+import { realEntry } from '../overlay/real.js'
+
+export interface Absorbed {
+  turn: number
+  paths: string[]
+}
+
+/** Record outside changes as a turn; null when there were none. */
+export async function absorbOutsideChanges (session: Session, opts: { force?: boolean } = {}): Promise<Absorbed | null> {
+  const origin = session.origin
+  const meta = session.meta
+  let cp = 0
+  while (cp < meta.stack.length && cp < meta.applied.length && meta.stack[cp] === meta.applied[cp]) cp++
+  // Paths the pending turns change, and their ancestors: a drifted path among them conflicts.
+  const pendingPaths = new Set<string>()
+  const pendingAbove = new Set<string>()
+  for (const id of meta.stack.slice(cp)) {
+    for (const p of session.layers.get(id)?.keys() ?? []) {
+      pendingPaths.add(p)
+      for (const a of ancestors(p)) pendingAbove.add(a)
+    }
+  }
+  const conflicts = (p: string) => pendingPaths.has(p) || pendingAbove.has(p) || [...ancestors(p)].some(a => pendingPaths.has(a))
+  const drifted: string[] = []
+  const baseOps: BatchOp[] = []
+  for (const [p, f] of session.fingerprints) {
+    if (!fingerprintDrift(f, lstatReal(origin, p))) continue
+    if (!opts.force && conflicts(p)) continue
+    drifted.push(p)
+    // cpfs knew nothing was there: the history's "before" is that, not what appeared since.
+    if (f.t === null && origin.servedByReal(p)) {
+      origin.setBase(p, { t: 'w' })
+      baseOps.push(session.store.baseOp(p, { t: 'w' }))
+    }
+  }
+  if (drifted.length === 0) return null
+  drifted.sort((a, b) => a.split('/').length - b.split('/').length || (a < b ? -1 : 1))
+
+  const view = session.overlay.view
+  const layer = new Map<string, Entry>()
+  const covered = new Set<string>() // subtrees recorded whole
+  const note = (p: string) => session.setFingerprint(p, fingerprintOf(lstatReal(origin, p)))
+  const recordTree = (p: string): void => {
+    const e = realEntry(session.origin, session.chunks, p)
+    if (e.t === 'd') Object.assign(e, { opaque: 1, fresh: 1 })
+    layer.set(p, e)
+    note(p)
+    covered.add(p)
+    if (e.t !== 'd') return
+    for (const name of fs.readdirSync(origin.realPath(p))) recordTree(join(p, name))
+  }
+
+  for (const p of drifted) {
+    if ([...ancestors(p)].some(a => covered.has(a))) continue
+    const st = lstatReal(origin, p)
+    const cur = view.resolve(p)
+    // Served from the real directory itself: the view shows the change already.
+    if (cur && cur.kind === 'origin' && cur.originPath === p && origin.servedByReal(p)) {
+      note(p)
+      continue
+    }
+    if (st.type === null || st.blockedBy) {
+      if (cur) layer.set(p, { t: 'w' })
+      session.setFingerprint(p, fingerprintOf(st))
+      covered.add(p)
+      continue
+    }
+    if (st.type !== 'd' || !cur || resolvedType(cur) !== 'd') {
+      recordTree(p)
+      continue
+    }
+    // The same directory: its own metadata, and its entries as the real directory lists them.
+    const e = realEntry(session.origin, session.chunks, p)
+    const ve = view.entries.get(p)
+    if (e.t === 'd' && ve?.t === 'd') {
+      if (ve.opaque) e.opaque = 1
+      if (ve.redirect !== undefined) e.redirect = ve.redirect
+    }
+    layer.set(p, e)
+    note(p)
+    const real = new Set(fs.readdirSync(origin.realPath(p)))
+    const shown = new Set(view.readdir(p))
+    for (const n of shown) {
+      if (real.has(n)) continue
+      layer.set(join(p, n), { t: 'w' })
+      session.setFingerprint(join(p, n), fingerprintOf(lstatReal(origin, join(p, n))))
+      covered.add(join(p, n))
+    }
+    for (const n of real) if (!shown.has(n)) recordTree(join(p, n))
+  }
+
+  if (layer.size === 0) {
+    await session.store.batch([...baseOps, ...session.fingerprintOps()], true)
+    return null
+  }
+  // One new sealed turn right after what the real directory holds (it holds this one too).
+  // (A history from cpfs 0.1 may count its head as applied: seal it first.)
+  const ops: BatchOp[] = [...baseOps, ...session.appliedOps(meta.applied)]
+  while (cp > 0 && meta.stack[cp - 1] !== meta.applied[cp - 1]) cp--
+  if (cp >= meta.stack.length) cp = meta.stack.length - 1 // never above the head
+  const id = meta.nextLayer++
+  const now = Date.now()
+  const paths = [...layer.keys()]
+  const rec: TurnRecord = { layer: id, openedAt: now, sealedAt: now, message: `changes made outside cpfs (${paths.length} path${paths.length === 1 ? '' : 's'})${opts.force ? ', replaced by --force' : ''}` }
+  for (const [p, e] of layer) ops.push({ type: 'put', key: entryKey(id, p), value: encodeEntry(e) })
+  ops.push({ type: 'put', key: turnKey(id), value: encode(rec) })
+  session.layers.set(id, layer)
+  meta.stack = [...meta.stack.slice(0, cp), id, ...meta.stack.slice(cp)]
+  meta.applied = [...meta.applied, id]
+  session.chunks.drain(ops)
+  ops.push(...session.fingerprintOps(), session.store.metaOp())
+  await session.store.batch(ops, true)
+  session.reload()
+  return { turn: cp + 1, paths }
+}

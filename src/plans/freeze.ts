@@ -1,0 +1,52 @@
+// Freeze: when a mounted session ends, the history may still depend on real files it has not
+// applied — a file written in the mount that points at its original bytes (copy-up is O(1):
+// `src`), a directory moved in the mount (its children stay at the old place: `redirect`),
+// the state a discarded or rewound turn started from. Outside edits between sessions must not
+// change those turns, so their origin is captured into the store now (base entries), once;
+// applied turns need nothing: the plan that applied them captured every path it changed.
+import { lstatReal } from '../overlay/real.js'
+import type { Session } from '../session/session.js'
+import type { BatchOp } from '../store/keys.js'
+import { capture } from './capture.js'
+import { fingerprintDrift } from '../store/fingerprints.js'
+
+export async function freezeOrigin (session: Session): Promise<number> {
+  const meta = session.meta
+  const applied = new Set(meta.applied)
+  const ids = new Set<number>([...meta.stack, ...meta.redo.flat(), ...(meta.discarded ?? []).flatMap(d => d.stack)])
+  const files = new Set<string>()
+  const trees = new Set<string>()
+  for (const id of ids) {
+    if (applied.has(id)) continue
+    let layer = session.layers.get(id)
+    if (!layer) session.layers.set(id, layer = await session.store.loadLayer(id))
+    for (const [p, e] of layer) {
+      files.add(p)
+      if (e.t === 'f' && e.src !== undefined) files.add(e.src)
+      if (e.t === 'd' && e.redirect !== undefined) trees.add(e.redirect)
+    }
+  }
+  const ops: BatchOp[] = []
+  const origin = session.origin
+  for (const p of trees) capture(session, p, true, ops)
+  for (const p of files) {
+    if (!origin.servedByReal(p)) continue
+    const real = lstatReal(origin, p)
+    const f = session.fingerprints.get(p)
+    if (f && f.t === null) {
+      // cpfs knew nothing was there; what may be there now came from outside.
+      origin.setBase(p, { t: 'w' })
+      ops.push(session.store.baseOp(p, { t: 'w' }))
+      continue
+    }
+    if (real.type === null) continue // nothing real there: nothing to keep
+    // Changed outside since cpfs saw it: that is not the original (absorb and drift deal with it).
+    if (f && fingerprintDrift(f, real)) continue
+    capture(session, p, false, ops)
+  }
+  if (ops.length === 0) return 0
+  session.chunks.drain(ops)
+  ops.push(...session.fingerprintOps())
+  await session.store.batch(ops, true)
+  return ops.length
+}

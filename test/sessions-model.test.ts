@@ -1,0 +1,215 @@
+// Model-based test of the history across sessions: seeded random sequences of the commands a
+// user and an agent host run — mount, turn, rewind, undo, redo, unmount, unmount --discard,
+// exec, kill -9 of the daemon and remount — with random file operations in between. A model
+// (plain directories) says what the mount must show and, after every unmount, what the real
+// directory must hold: what the head view holds is either applied or pending, never neither.
+//
+//   CPFS_SESSIONS_SEQUENCES=50 npx tap test/sessions-model.test.ts   (more sequences)
+//   CPFS_SESSIONS_SEED=<seed from a failure>                         (replay one)
+import t from 'tap'
+import * as fs from 'node:fs'
+import { join } from 'node:path'
+import { tmpdir } from 'node:os'
+import { daemonPid, fuseAvailable, manifest, sleep, workspace, isMountedAt, type ManifestEntry } from './helpers.js'
+import { LOWER, errCode, makeOp, prng } from './model-ops.js'
+
+const SEQUENCES = Number(process.env.CPFS_SESSIONS_SEQUENCES ?? 4)
+const STEPS = Number(process.env.CPFS_SESSIONS_STEPS ?? 45)
+const FIRST_SEED = Number(process.env.CPFS_SESSIONS_SEED ?? 0x5e55)
+
+type Tree = Record<string, ManifestEntry>
+
+if (fuseAvailable(t)) {
+  for (let s = 0; s < SEQUENCES; s++) {
+    const seed = FIRST_SEED + s
+    t.test(`random session sequence, seed ${seed}`, async t => {
+      const rand = prng(seed)
+      const w = workspace(t, LOWER)
+      const model = join(w.home, '..', 'model') // what the mount shows (or would show)
+      w.run(`cp -a ${w.ws} ${model}`)
+      const history: string[] = []
+      const logFile = join(tmpdir(), `cpfs-sessions-${seed}.log`)
+      t.teardown(() => fs.writeFileSync(logFile, history.join('\n') + '\n'))
+      const where = (what: string) => {
+        fs.writeFileSync(logFile, history.join('\n') + '\n')
+        return `seed ${seed}: ${what} (replay: CPFS_SESSIONS_SEED=${seed} CPFS_SESSIONS_SEQUENCES=1; steps: ${logFile})`
+      }
+      const snapDir = join(w.home, '..', 'snaps')
+      fs.mkdirSync(snapDir)
+      let snapN = 0
+      /** A saved copy of the model: its manifest and a directory to restore it from. */
+      const save = (): { tree: Tree, dir: string } => {
+        const dir = join(snapDir, String(snapN++))
+        w.run(`cp -a ${model} ${dir}`)
+        return { tree: manifest(model), dir }
+      }
+      const restore = (snap: { dir: string }) => w.run(`rm -rf ${model} && cp -a ${snap.dir} ${model}`)
+      const status = () => JSON.parse(w.ok('status', w.ws, '--json'))
+
+      // The model of cpfs's history: the view at the start of each turn, the redo stack, and
+      // what the real directory holds (the applied view) with the turn starts it came from.
+      let mounted = false
+      let turns = [save()]
+      let redo: Array<{ turns: typeof turns, cur: ReturnType<typeof save> }> = []
+      let real = save()
+      let appliedTurns = turns.slice()
+      let wrote = false
+      const counter = { n: 0 }
+      let ok = true
+
+      const check = (what: string, got: Tree, want: Tree): void => {
+        if (!ok) return
+        if (JSON.stringify(got) !== JSON.stringify(want)) {
+          ok = false
+          t.same(got, want, where(`${what}; last steps: ${history.slice(-10).join('; ')}`))
+        }
+      }
+      /** Turn numbers are cpfs's: when it opens a turn on its own (sealing an applied head), follow. */
+      const syncTurns = () => {
+        const st = status()
+        while (turns.length < st.head) turns.push(save())
+        if (turns.length !== st.head) { ok = false; t.fail(where(`cpfs has ${st.head} turns, the model ${turns.length}`)) }
+        return st
+      }
+      const work = (n: number) => {
+        for (let i = 0; i < n && ok; i++) {
+          const op = makeOp(rand, model, counter)
+          history.push(op.name)
+          const want = errCode(() => op.run(model))
+          const got = errCode(() => op.run(w.ws))
+          if (want !== got) { ok = false; t.fail(where(`"${op.name}" gave ${got} in the mount and ${want} on disk`)) }
+          if (want === 'ok') { wrote = true; redo = [] }
+        }
+      }
+      const mount = () => {
+        w.ok('mount', w.ws)
+        mounted = true
+        check('the mount shows the model', manifest(w.ws), manifest(model))
+      }
+      const unmount = () => {
+        w.ok('unmount', w.ws)
+        mounted = false
+        real = save()
+        check('after unmount the real directory holds the head view', manifest(w.ws), real.tree)
+        syncTurns()
+        appliedTurns = turns.slice()
+        check('nothing is pending after unmount', { pending: status().pending } as any, { pending: 0 } as any)
+      }
+
+      history.push('mount')
+      mount()
+      for (let step = 0; step < STEPS && ok; step++) {
+        const r = rand()
+        if (!mounted) {
+          if (r < 0.55) {
+            history.push('mount')
+            mount()
+          } else if (r < 0.75) {
+            // An agent run in CI: mount, commands, apply.
+            history.push('exec')
+            const script = `echo ${Math.floor(rand() * 1e6)} > exec${counter.n} && rm -rf ${['src/empty', 'docs', 'nothing'][Math.floor(rand() * 3)]} && mkdir -p made${counter.n}/x`
+            counter.n++
+            w.run(script, model)
+            const res = w.cpfs('exec', w.ws, '--', 'bash', '-c', script)
+            if (res.code !== 0) { ok = false; t.fail(where(`exec failed: ${res.stderr}`)) }
+            wrote = true
+            redo = []
+            real = save()
+            check('exec applied the command\'s work', manifest(w.ws), real.tree)
+            syncTurns()
+            appliedTurns = turns.slice()
+          } else if (r < 0.85 && redo.length && !wrote) {
+            history.push('redo (offline)')
+            w.ok('redo', w.ws)
+            const back = redo.pop()!
+            turns = back.turns
+            restore(back.cur)
+            real = save()
+            check('an offline redo applied the view it brings back', manifest(w.ws), real.tree)
+            syncTurns()
+            appliedTurns = turns.slice()
+          } else {
+            const to = 1 + Math.floor(rand() * turns.length)
+            history.push(`rewind ${to} (offline)`)
+            w.ok('rewind', String(to), w.ws)
+            redo.push({ turns, cur: save() })
+            turns = turns.slice(0, to)
+            restore(turns[to - 1])
+            wrote = false
+            real = save()
+            check(`an offline rewind to ${to} applied that turn's start`, manifest(w.ws), real.tree)
+            syncTurns()
+            appliedTurns = turns.slice()
+          }
+          continue
+        }
+        if (r < 0.45) {
+          work(1 + Math.floor(rand() * 6))
+        } else if (r < 0.58) {
+          history.push('turn')
+          w.ok('turn', w.ws)
+          turns.push(save())
+          redo = []
+        } else if (r < 0.68) {
+          const to = 1 + Math.floor(rand() * turns.length)
+          history.push(`rewind ${to}`)
+          w.ok('rewind', String(to), w.ws)
+          redo.push({ turns, cur: save() })
+          turns = turns.slice(0, to)
+          restore(turns[to - 1])
+          wrote = false
+          check(`rewind to ${to}`, manifest(w.ws), manifest(model))
+        } else if (r < 0.74) {
+          history.push('redo')
+          const res = w.cpfs('redo', w.ws)
+          if (redo.length && !wrote) {
+            if (res.code !== 0) { ok = false; t.fail(where(`redo failed: ${res.stderr}`)) }
+            const back = redo.pop()!
+            turns = back.turns
+            restore(back.cur)
+            check('redo', manifest(w.ws), manifest(model))
+          } else if (res.code === 0) {
+            // cpfs may redo where the model has nothing (writes that cancelled out): follow it.
+            ok = false
+            t.fail(where('redo succeeded where the model had nothing to redo'))
+          }
+        } else if (r < 0.84) {
+          history.push('unmount')
+          unmount()
+        } else if (r < 0.92) {
+          history.push('unmount --discard')
+          const pendingBefore = status().pending
+          w.ok('unmount', w.ws, '--discard')
+          mounted = false
+          check('discard leaves the real directory as it was', manifest(w.ws), real.tree)
+          const st = status()
+          if (st.pending !== 0) { ok = false; t.fail(where(`discard left ${st.pending} turns pending`)) }
+          // Nothing pending: nothing to set aside (and the redo stack stays as it was).
+          if (pendingBefore > 0) {
+            redo.push({ turns, cur: save() })
+            turns = appliedTurns.slice(0, st.head - 1)
+            turns.push(real)
+            restore(real)
+            wrote = false
+          }
+        } else {
+          history.push('kill -9 the daemon, mount again')
+          process.kill(daemonPid(w.home), 'SIGKILL')
+          for (let i = 0; i < 100; i++) {
+            try { fs.statSync(w.ws) } catch { break }
+            await sleep(20)
+          }
+          const cur = manifest(model)
+          w.ok('mount', w.ws)
+          check('after kill -9 and remount the view is intact', manifest(w.ws), cur)
+        }
+      }
+      if (mounted && ok) {
+        history.push('unmount')
+        unmount()
+      }
+      if (isMountedAt(w.ws)) w.ok('unmount', w.ws)
+      t.ok(ok, where(`${history.length} steps compared`))
+    })
+  }
+}
