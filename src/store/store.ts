@@ -13,7 +13,12 @@ import { FINGERPRINT_PREFIX, fingerprintKey, type Fingerprint } from './fingerpr
 export type { BatchOp } from './keys.js'
 
 export interface StoreMeta {
-  version: 1
+  /**
+   * 2: sparse chunk maps, nanosecond times, xattrs, fingerprints (cpfs 0.2). Stores of version 1
+   * are read (entries are converted as they load) and become version 2 at their next write, so
+   * that an older cpfs refuses them instead of misreading them.
+   */
+  version: 1 | 2
   workspace: string
   /** Layer ids of turns 1..head; the last one is the head layer. */
   stack: number[]
@@ -38,9 +43,10 @@ export interface TurnRecord {
   rewound?: number
 }
 
-// New files get inode numbers from here up; lower files keep their real inode numbers
-// (fuse-native carries 32 bits), so the two ranges must not meet on a normal disk.
-const FIRST_INO = 0x80000000
+// New files get inode numbers from here up; lower files keep their real inode numbers, so the
+// two ranges must not meet: 2^52 is far above what ext4 or xfs hand out, and every number up
+// to 2^53 is exact in JavaScript. (Stores made by cpfs 0.1 started at 2^31 and keep going.)
+const FIRST_INO = 2 ** 52
 
 export class Store {
   readonly path: string
@@ -86,23 +92,25 @@ export class Store {
     }
     const raw = store.db.getSync(META_KEY)
     if (raw) {
+      // (version checked below; a version-1 store is upgraded in memory and saved as 2 with its next batch)
       try {
         store.meta = decode<StoreMeta>(raw)
       } catch (err) {
         await store.close()
         throw new CpfsError('STORE_CORRUPT', `store ${path} has unreadable metadata`, 'move it aside and mount again; the real directory is unchanged', { cause: err })
       }
-      if (store.meta.version !== 1 || !Array.isArray(store.meta.stack)) {
+      if ((store.meta.version !== 1 && store.meta.version !== 2) || !Array.isArray(store.meta.stack)) {
         await store.close()
         throw new CpfsError('STORE_CORRUPT', `store ${path} has metadata this version does not understand`, 'upgrade cpfs, or move the store aside')
       }
+      store.meta.version = 2
     } else {
       if (!opts.create) {
         await store.close()
         throw new CpfsError('NO_HISTORY', `no cpfs history for ${opts.workspace}`, `run cpfs mount ${opts.workspace} first`)
       }
       const now = Date.now()
-      store.meta = { version: 1, workspace: opts.workspace, stack: [1], redo: [], applied: [], nextLayer: 2, nextIno: FIRST_INO, createdAt: now }
+      store.meta = { version: 2, workspace: opts.workspace, stack: [1], redo: [], applied: [], nextLayer: 2, nextIno: FIRST_INO, createdAt: now }
       const turn: TurnRecord = { layer: 1, openedAt: now }
       await store.db.batch([
         { type: 'put', key: META_KEY, value: encode(store.meta) },
