@@ -49,7 +49,7 @@ const FRESH = [
   ['2,000 small files, delete half', 'mkdir storm && cd storm && for i in $(seq 1 2000); do echo $i > f$i; done && rm f1* f2* f3* f4* f5* 2>/dev/null; true'],
   [`write ${BIG_MIB} MiB (fsync)`, `dd if=RANDOM of=big.bin bs=1M conv=fsync status=none`],
   [`read ${BIG_MIB} MiB (cold)`, 'sync && echo 3 > /proc/sys/vm/drop_caches && cat big.bin >/dev/null'],
-  ['sed -i on 300 files', `find node_modules -name '*.js' -size -64k | head -300 | xargs sed -i 's/function/FUNCTION/'`],
+  ['sed -i on 300 files', `find node_modules -type f -name '*.js' -size -64k | head -300 | xargs sed -i 's/function/FUNCTION/'`],
   ['rename dir of 1,000 files', 'mkdir thousand && for i in $(seq 1 1000); do echo $i > thousand/f$i; done && git add -A >/dev/null 2>&1; mv thousand thousand-moved'],
   ['cp -a + tar -c', 'cp -a node_modules copy && tar -cf /dev/null node_modules'],
   ['rm -rf all', 'rm -rf node_modules copy storm thousand-moved big.bin .git']
@@ -63,7 +63,7 @@ const EXISTING = [
   ['grep -r (existing, warm)', 'grep -r "function" node_modules >/dev/null || true'],
   ['find + stat (existing)', 'find . -print0 | xargs -0 stat >/dev/null'],
   [`read ${BIG_MIB} MiB (existing, cold)`, 'sync && echo 3 > /proc/sys/vm/drop_caches && cat big.bin >/dev/null'],
-  ['sed -i on 300 files (existing)', `find node_modules -name '*.js' -size -64k | head -300 | xargs sed -i 's/function/FUNCTION/'`],
+  ['sed -i on 300 files (existing)', `find node_modules -type f -name '*.js' -size -64k | head -300 | xargs sed -i 's/function/FUNCTION/'`],
   ['git add+commit (existing)', 'git add -A && git -c user.email=b@b -c user.name=b commit -qm edit'],
   ['rm -rf node_modules (existing)', 'rm -rf node_modules']
 ]
@@ -134,7 +134,15 @@ try {
           for (const [step, cmd] of steps) {
             if (tgt.stats) cpfsStats(work, true)
             const t0 = process.hrtime.bigint()
-            sh(cmd.replace('TARBALL', tarball).replace('RANDOM', random), work)
+            try {
+              sh(cmd.replace('TARBALL', tarball).replace('RANDOM', random), work)
+            } catch (err) {
+              // A peer that fails a step is reported as failing it; cpfs and native must not.
+              if (name === 'cpfs' || name === 'native') throw err
+              process.stderr.write(`${name} failed "${step}": ${String(err.message).split('\n').slice(0, 2).join(' ')}\n`)
+              ;((times[name] ??= {})[step] ??= []).push(NaN)
+              continue
+            }
             const s = Number(process.hrtime.bigint() - t0) / 1e9
             ;((times[name] ??= {})[step] ??= []).push(s)
             if (tgt.stats) {
@@ -160,14 +168,14 @@ try {
 
 const median = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[Math.floor(s.length / 2)] }
 const names = ONLY.filter(n => times[n])
-const fmt = (x) => x === undefined ? '—' : x.toFixed(2)
-const ratio = (a, b) => (a === undefined || b === undefined || b === 0) ? '—' : (a / b).toFixed(1) + '×'
+const fmt = (x) => x === undefined ? '—' : Number.isNaN(x) ? 'fails' : x.toFixed(2)
+const ratio = (a, b) => (a === undefined || b === undefined || b === 0 || Number.isNaN(a) || Number.isNaN(b)) ? '—' : (a / b).toFixed(1) + '×'
 console.log(`Source tree: this project's node_modules (${files} files); ${RUNS} runs, medians in seconds.\n`)
 console.log(`| step | ${names.join(' | ')} | cpfs / native | cpfs / fuse-overlayfs |`)
 console.log(`|---|${names.map(() => '---:').join('|')}|---:|---:|`)
 const total = {}
 for (const [step] of STEPS) {
-  const row = names.map(n => { const m = median(times[n][step]); total[n] = (total[n] ?? 0) + m; return m })
+  const row = names.map(n => { const m = median(times[n][step]); total[n] = (total[n] ?? 0) + (Number.isNaN(m) ? 0 : m); return m })
   const get = (n) => times[n] ? median(times[n][step]) : undefined
   console.log(`| ${step} | ${row.map(fmt).join(' | ')} | ${ratio(get('cpfs'), get('native'))} | ${ratio(get('cpfs'), get('fuse-overlayfs'))} |`)
 }

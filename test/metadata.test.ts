@@ -1,6 +1,7 @@
 // Metadata like ext4: modes after chmod, and exact times after touch -m / -a / -d, tar -x and
-// cp -p, compared with the same commands run on a plain directory. Times cross fuse-native
-// in milliseconds, so they are compared at millisecond precision. cpfs never changes atime on
+// cp -p, and set-ID bits and file capabilities after writes, truncates and chowns, compared
+// with the same commands run on a plain directory. Times are compared at millisecond
+// precision (the nanosecond round trip has its own test). cpfs never changes atime on
 // a read (reads must not write to the store: noatime semantics), so atimes are compared where
 // a tool sets them explicitly.
 import t from 'tap'
@@ -66,5 +67,44 @@ if (fuseAvailable(t)) {
     t.same(JSON.parse(w.run(STAT('mtime', files))), JSON.parse(w.run(STAT('mtime', files), plain)), 'touch -a left the mtime alone')
     w.ok('unmount', w.ws)
     t.same(JSON.parse(w.run(STAT('mtime'))), JSON.parse(w.run(STAT('mtime'), plain)), 'after unmount the real files keep modes and modification times')
+  })
+}
+
+// cpfs negotiates HANDLE_KILLPRIV_V2 (the kernel then stops asking for security.capability on
+// every write), so clearing privileges is the overlay's job: a write or truncate by a user
+// without CAP_FSETID clears set-user-ID (and set-group-ID when group-executable), root's keeps
+// them, chown clears them, and any write drops file capabilities. As ext4 does, seen at once
+// through the kernel's cached attributes, and applied so.
+const PRIV_SETUP = `
+for f in cap-w cap-t cap-chown; do echo bin > $f; setcap cap_net_raw+ep $f; done
+for f in u-w g-w gx-w u-t; do echo x > $f; chown nobody $f; done
+chmod 4755 u-w u-t; chmod 2745 g-w; chmod 2755 gx-w
+echo x > root-w; chmod 6755 root-w
+echo x > chowned; chmod 6755 chowned
+`
+const PRIV_SCRIPT = `
+echo more >> cap-w; truncate -s 1 cap-t; chown nobody cap-chown
+su nobody -s /bin/sh -c 'echo y >> u-w; echo y >> g-w; echo y >> gx-w; truncate -s 0 u-t'
+echo y >> root-w; chown nobody chowned
+`
+const PRIV_STAT = `for f in cap-w cap-t cap-chown u-w g-w gx-w u-t root-w chowned; do echo "$f $(stat -c '%A %U' $f) [$(getcap $f | cut -d' ' -f2)]"; done`
+
+if (fuseAvailable(t)) {
+  t.test('set-ID bits and capabilities after write, truncate and chown match a plain directory', async t => {
+    const w = workspace(t, PRIV_SETUP)
+    const plain = join(w.home, '..', 'plain')
+    fs.mkdirSync(plain)
+    w.run(PRIV_SETUP, plain)
+    // nobody must reach both directories.
+    fs.chmodSync(join(w.home, '..'), 0o755)
+    fs.chmodSync(w.ws, 0o755)
+    w.ok('mount', w.ws, '--allow-other')
+    w.run(PRIV_SCRIPT)
+    w.run(PRIV_SCRIPT, plain)
+    const expected = w.run(PRIV_STAT, plain)
+    t.match(expected, /u-w -rwxr-xr-x nobody/, 'the plain directory shows the kernel\'s rules (set-user-ID cleared)')
+    t.equal(w.run(PRIV_STAT), expected, 'the mount shows the same modes and capabilities at once')
+    w.ok('unmount', w.ws)
+    t.equal(w.run(PRIV_STAT), expected, 'and the real files have them after unmount')
   })
 }

@@ -74,6 +74,10 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
   const ops = new FuseOps(session, session.overlay.getattr('/').ino, { cacheTimeout: cacheTimeout() })
   ops.register(ch)
   const notifier = new Notifier(fd)
+  ops.onAttrsChanged = (id) => {
+    notifier.invalInode(id, true)
+    void notifier.flush()
+  }
   ch.onError = (err, req) => {
     // One line per unexpected error: the request answered EIO, the daemon goes on.
     const what = String((err as any)?.stack ?? err).split('\n').slice(0, 2).map(l => l.trim()).join(' ')

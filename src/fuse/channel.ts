@@ -5,9 +5,8 @@
 // write(2) each (the kernel takes one reply per write). Notifications (cache invalidation)
 // go out from a worker thread: the kernel may block such a write on a directory lock held by
 // a request that is waiting for this very thread.
-import * as fs from 'node:fs'
 import { constants as osConstants } from 'node:os'
-import { native } from '../native/index.js'
+import { loadNative, native } from '../native/index.js'
 import { Op, OUT_HEADER, OP_NAMES, align8 } from './kernel.js'
 import { Request, putOutHeader } from './wire.js'
 import { toErrno } from './errno.js'
@@ -35,6 +34,9 @@ export class Channel {
   /** The reply scratch buffer: handlers encode their reply body at OUT_HEADER and call send(). */
   readonly out = Buffer.allocUnsafe(MAX_WRITE + 4096)
   private readonly inBuf = Buffer.allocUnsafe(READ_BUF)
+  /** Header scratch for error and data replies (every write is synchronous, so one is enough). */
+  private readonly head = Buffer.allocUnsafe(OUT_HEADER)
+  private readonly nat = loadNative()
   private readonly handlers: Array<Handler | undefined> = []
   private poll: object | null = null
   private ended = false
@@ -69,7 +71,7 @@ export class Channel {
     if (this.ended) return
     // An error status (the kernel reports POLLERR once the connection is gone): a read tells.
     void status
-    const n = native.readBatch(this.fd, this.inBuf, MIN_FREE, BATCH)
+    const n = this.nat.readBatch(this.fd, this.inBuf, MIN_FREE, BATCH)
     if (n === -103) return this.end('the connection was aborted (/sys/fs/fuse/connections/N/abort)')
     if (n < 0) return this.end('the mount was unmounted')
     let off = 0
@@ -120,10 +122,10 @@ export class Channel {
 
   /** Reply with a header and an outside buffer (READ data, xattr values). */
   sendData (req: Request, data: Buffer, len: number): void {
-    const head = Buffer.allocUnsafe(OUT_HEADER)
-    putOutHeader(head, OUT_HEADER + len, 0, req.unique)
+    if (this.ended) return
+    putOutHeader(this.head, OUT_HEADER + len, 0, req.unique)
     try {
-      fs.writevSync(this.fd, [head, data.subarray(0, len)])
+      this.nat.writeReply2(this.fd, this.head, data, len)
     } catch (err: any) {
       this.writeFailed(err)
     }
@@ -132,9 +134,8 @@ export class Channel {
   /** An error reply (errno as a positive number). */
   error (req: Request, errno: number): void {
     if (this.waiting.has(req.unique)) this.waiting.delete(req.unique)
-    const b = Buffer.allocUnsafe(OUT_HEADER)
-    putOutHeader(b, OUT_HEADER, -errno, req.unique)
-    this.write(b, OUT_HEADER)
+    putOutHeader(this.head, OUT_HEADER, -errno, req.unique)
+    this.write(this.head, OUT_HEADER)
   }
 
   /** Run an asynchronous wait (durability) and reply when it settles; INTERRUPT may cut it short. */
@@ -179,7 +180,7 @@ export class Channel {
   private write (b: Buffer, len: number): void {
     if (this.ended) return
     try {
-      fs.writeSync(this.fd, b, 0, len)
+      this.nat.writeReply(this.fd, b, len)
     } catch (err: any) {
       this.writeFailed(err)
     }

@@ -135,6 +135,11 @@ export const FATTR = {
   KILL_SUIDGID: 1 << 11
 } as const
 
+// fuse_write_in.write_flags
+export const WRITE_KILL_SUIDGID = 1 << 2
+// fuse_open_in.open_flags (FUSE_CREATE/FUSE_OPEN with O_TRUNC, HANDLE_KILLPRIV_V2)
+export const OPEN_KILL_SUIDGID = 1 << 0
+
 // fuse_open_out.open_flags
 export const FOPEN = {
   DIRECT_IO: 1 << 0,

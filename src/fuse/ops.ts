@@ -5,7 +5,7 @@
 // only durability (flush, fsync) waits, and replies when the store has the data.
 import * as fs from 'node:fs'
 import { fsError } from '../errors.js'
-import type { Attr, Caller, SetAttr, TimeSet } from '../overlay/overlay.js'
+import type { Attr, Caller, KillSetId, SetAttr, TimeSet } from '../overlay/overlay.js'
 import { join, parentOf } from '../overlay/paths.js'
 import type { Session } from '../session/session.js'
 import { fromSecNs } from '../store/entries.js'
@@ -14,7 +14,7 @@ import { MAX_WRITE } from './channel.js'
 import {
   ATTR_OUT, DIRENT, DIRENTPLUS, ENTRY_OUT, FATTR, FOPEN, GETATTR_FH, INIT, INIT2, INIT_OUT, KERNEL_MINOR,
   KERNEL_VERSION, OPEN_OUT, OUT_HEADER, Op, RENAME_EXCHANGE, RENAME_NOREPLACE, SEEK_DATA, SEEK_HOLE, STATFS_OUT,
-  XATTR_CREATE, XATTR_REPLACE, align8
+  XATTR_CREATE, XATTR_REPLACE, align8, OPEN_KILL_SUIDGID, WRITE_KILL_SUIDGID
 } from './kernel.js'
 import { Nodes } from './nodes.js'
 import { Request, putAttrOut, putDirent, putEntry, putOpenOut, putStatfs, u64, writeU64, type WireAttr } from './wire.js'
@@ -61,6 +61,26 @@ function caller (req: Request): Caller {
   return { uid: req.uid, gid: req.gid }
 }
 
+/**
+ * For clearing set-ID bits on behalf of a caller without CAP_FSETID: its primary group comes
+ * with the request, supplementary ones from /proc (read only when a file has a non-executable
+ * set-group-ID bit, which is rare).
+ */
+function killSetId (req: Request): KillSetId {
+  const { uid, gid, pid } = req
+  return {
+    inGroup: (g) => {
+      if (uid === 0 || g === gid) return true
+      try {
+        const groups = /^Groups:\s*(.*)$/m.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? ''
+        return groups.split(/\s+/).includes(String(g))
+      } catch {
+        return false // the caller is gone: clearing the bit is the safe side
+      }
+    }
+  }
+}
+
 export class FuseOps {
   readonly nodes: Nodes
   private readonly session: Session
@@ -71,6 +91,8 @@ export class FuseOps {
   private readonly writable = new Set<number>()
   negotiated = { minor: 0, flags: 0, flags2: 0 }
   onDestroy: () => void = () => {}
+  /** The daemon invalidates the kernel's cached attributes of this node. */
+  onAttrsChanged: (nodeid: number) => void = () => {}
   /** Called once INIT is answered: from then on the mount serves requests. */
   onInit: () => void = () => {}
 
@@ -145,7 +167,7 @@ export class FuseOps {
     const offered = r.buf.readUInt32LE(r.body + 12)
     const offered2 = minor >= 36 && (offered & INIT.INIT_EXT) ? r.buf.readUInt32LE(r.body + 16) : 0
     const want = INIT.ASYNC_READ | INIT.ATOMIC_O_TRUNC | INIT.BIG_WRITES | INIT.MAX_PAGES |
-      INIT.PARALLEL_DIROPS | INIT.ABORT_ERROR | INIT.INIT_EXT |
+      INIT.PARALLEL_DIROPS | INIT.ABORT_ERROR | INIT.INIT_EXT | INIT.HANDLE_KILLPRIV_V2 |
       (this.ttl > 0 ? INIT.DO_READDIRPLUS | INIT.READDIRPLUS_AUTO | INIT.CACHE_SYMLINKS | INIT.EXPLICIT_INVAL_DATA : 0)
     const flags = offered & want
     const flags2 = offered2 & INIT2.CREATE_SUPP_GROUP
@@ -246,6 +268,7 @@ export class FuseOps {
     if (valid & FATTR.UID) s.uid = b.readUInt32LE(at + 76)
     if (valid & FATTR.GID) s.gid = b.readUInt32LE(at + 80)
     if (valid & FATTR.SIZE) s.size = u64(b, at + 16)
+    if (valid & FATTR.KILL_SUIDGID) s.killSuidGid = killSetId(r)
     const time = (set: number, now: number, secAt: number, nsAt: number): TimeSet =>
       valid & now ? 'now' : valid & set ? fromSecNs(Number(b.readBigInt64LE(secAt)), b.readUInt32LE(nsAt)) : null
     s.atime = time(FATTR.ATIME, FATTR.ATIME_NOW, at + 32, at + 56)
@@ -362,7 +385,8 @@ export class FuseOps {
     const path = this.nodes.path(r.nodeid)
     const fh = this.ov.open(path, flags)
     const writable = (flags & 3) !== 0
-    if (flags & fs.constants.O_TRUNC && writable) this.ov.setattr(null, fh, { size: 0 })
+    const kill = r.buf.readUInt32LE(r.body + 4) & OPEN_KILL_SUIDGID ? killSetId(r) : undefined
+    if (flags & fs.constants.O_TRUNC && writable) this.ov.setattr(null, fh, { size: 0, killSuidGid: kill })
     if (writable) this.writable.add(fh)
     putOpenOut(c.out, OUT_HEADER, fh, this.openFlags(writable), 0)
     c.send(r, OPEN_OUT)
@@ -380,7 +404,8 @@ export class FuseOps {
       // The kernel thought the name was free; without O_EXCL an existing file is opened.
       if (err?.code !== 'EEXIST' || flags & fs.constants.O_EXCL) throw err
       fh = this.ov.open(path, flags)
-      if (flags & fs.constants.O_TRUNC) this.ov.setattr(null, fh, { size: 0 })
+      const kill = r.buf.readUInt32LE(r.body + 12) & OPEN_KILL_SUIDGID ? killSetId(r) : undefined
+      if (flags & fs.constants.O_TRUNC) this.ov.setattr(null, fh, { size: 0, killSuidGid: kill })
     }
     this.writable.add(fh)
     const a = this.ov.fgetattr(fh, path)
@@ -409,7 +434,10 @@ export class FuseOps {
     const size = r.buf.readUInt32LE(r.body + 16)
     const dataAt = r.body + 40
     if (dataAt + size > r.end) throw new RangeError('malformed WRITE')
-    const n = this.ov.write(fh, r.buf.subarray(dataAt, dataAt + size), size, pos)
+    const kill = r.buf.readUInt32LE(r.body + 20) & WRITE_KILL_SUIDGID ? killSetId(r) : null
+    const n = size
+    // The kernel does not drop its cached mode after a write that cleared set-ID bits.
+    if (this.ov.write(fh, r.buf.subarray(dataAt, dataAt + size), size, pos, kill)) this.onAttrsChanged(r.nodeid)
     this.session.noteWritten(n)
     const reply = () => {
       c.out.writeUInt32LE(n, OUT_HEADER)

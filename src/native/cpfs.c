@@ -26,6 +26,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -923,6 +924,90 @@ static napi_value js_fchownat (napi_env env, napi_callback_info info) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The request path: calls made for (nearly) every FUSE request, so they avoid Node's general
+// machinery (fs.Stats objects, BigInts, argument objects) and heap allocations.
+
+// Copy a JS string into buf (NUL-terminated) without allocating; false (TypeError thrown, or
+// RangeError when longer than the buffer) on failure.
+static bool arg_str_into (napi_env env, napi_value v, const char *name, char *buf, size_t size) {
+  bool ok;
+  size_t got;
+  if (!is_type(env, v, napi_string, &ok)) return false;
+  if (!ok) return bad_arg(env, false, name, "a string");
+  TRYB(napi_get_value_string_utf8(env, v, buf, size, &got));
+  if (got >= size - 1) return bad_arg(env, true, name, "a shorter string");
+  if (strlen(buf) != got) return bad_arg(env, false, name, "a string without null bytes");
+  return true;
+}
+
+// lstatInto(path, out: Float64Array(16)) -> boolean: lstat without following a final symlink,
+// the fields as plain numbers: mode, uid, gid, size, blocks, nlink, ino, rdev, atime sec/nsec,
+// mtime sec/nsec, ctime sec/nsec, dev. false when nothing is there (ENOENT, ENOTDIR, ELOOP).
+static napi_value js_lstat_into (napi_env env, napi_callback_info info) {
+  napi_value argv[2];
+  char path[8192];
+  bool ok;
+  napi_typedarray_type type;
+  size_t n;
+  void *data;
+  if (!get_args(env, info, 2, argv) || !arg_str_into(env, argv[0], "path", path, sizeof path)) return NULL;
+  TRY(napi_is_typedarray(env, argv[1], &ok));
+  if (ok) TRY(napi_get_typedarray_info(env, argv[1], &type, &n, &data, NULL, NULL));
+  if (!ok || type != napi_float64_array || n < 16) { bad_arg(env, false, "out", "a Float64Array of 16"); return NULL; }
+  struct stat st;
+  napi_value result;
+  if (lstat(path, &st) < 0) {
+    if (errno == ENOENT || errno == ENOTDIR || errno == ELOOP) {
+      TRY(napi_get_boolean(env, false, &result));
+      return result;
+    }
+    return throw_errno(env, errno, "lstat", path);
+  }
+  double *o = data;
+  o[0] = st.st_mode; o[1] = st.st_uid; o[2] = st.st_gid; o[3] = (double)st.st_size;
+  o[4] = (double)st.st_blocks; o[5] = (double)st.st_nlink; o[6] = (double)st.st_ino; o[7] = (double)st.st_rdev;
+  o[8] = (double)st.st_atim.tv_sec; o[9] = st.st_atim.tv_nsec;
+  o[10] = (double)st.st_mtim.tv_sec; o[11] = st.st_mtim.tv_nsec;
+  o[12] = (double)st.st_ctim.tv_sec; o[13] = st.st_ctim.tv_nsec;
+  o[14] = (double)st.st_dev; o[15] = 0;
+  TRY(napi_get_boolean(env, true, &result));
+  return result;
+}
+
+// writeReply(fd, buf, len) -> bytes written: one write(2) of buf[0..len) (a FUSE reply).
+static napi_value js_write_reply (napi_env env, napi_callback_info info) {
+  napi_value argv[3];
+  int fd;
+  void *data;
+  size_t len;
+  int64_t n;
+  if (!get_args(env, info, 3, argv) || !arg_fd(env, argv[0], "fd", &fd) ||
+      !arg_buf(env, argv[1], "buf", &data, &len) ||
+      !arg_int(env, argv[2], "len", 0, (int64_t)len, &n)) return NULL;
+  ssize_t w;
+  do w = write(fd, data, (size_t)n); while (w < 0 && errno == EINTR);
+  if (w < 0) return throw_errno(env, errno, "write", NULL);
+  return number(env, w);
+}
+
+// writeReply2(fd, head, data, dataLen) -> bytes: a reply in two pieces (header + data) in one writev(2).
+static napi_value js_write_reply2 (napi_env env, napi_callback_info info) {
+  napi_value argv[4];
+  int fd;
+  void *h, *d;
+  size_t hl, dl;
+  int64_t n;
+  if (!get_args(env, info, 4, argv) || !arg_fd(env, argv[0], "fd", &fd) ||
+      !arg_buf(env, argv[1], "head", &h, &hl) || !arg_buf(env, argv[2], "data", &d, &dl) ||
+      !arg_int(env, argv[3], "dataLen", 0, (int64_t)dl, &n)) return NULL;
+  struct iovec iov[2] = { { .iov_base = h, .iov_len = hl }, { .iov_base = d, .iov_len = (size_t)n } };
+  ssize_t w;
+  do w = writev(fd, iov, 2); while (w < 0 && errno == EINTR);
+  if (w < 0) return throw_errno(env, errno, "writev", NULL);
+  return number(env, w);
+}
+
+// ---------------------------------------------------------------------------------------------
 // Module
 
 // The platform's values, so TypeScript never hard-codes a number that could differ.
@@ -970,6 +1055,7 @@ NAPI_MODULE_INIT () {
     F("utimensat", js_utimensat), F("futimens", js_futimens), F("lseek", js_lseek),
     F("fallocate", js_fallocate), F("renameat2", js_renameat2), F("syncfs", js_syncfs),
     F("fchownat", js_fchownat),
+    F("lstatInto", js_lstat_into), F("writeReply", js_write_reply), F("writeReply2", js_write_reply2),
   };
 #undef F
   TRY(napi_define_properties(env, exports, sizeof fns / sizeof fns[0], fns));

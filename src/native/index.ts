@@ -103,6 +103,18 @@ export interface Native {
   /** uid or gid -1 leaves it unchanged; flags may be AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH. */
   fchownat (dirFd: number, name: string, uid: number, gid: number, flags: number): void
 
+  // --- the request path (no Stats objects, BigInts or allocations)
+  /**
+   * lstat into out (16 numbers): mode, uid, gid, size, blocks, nlink, ino, rdev, atime sec,
+   * atime nsec, mtime sec, mtime nsec, ctime sec, ctime nsec, dev. false when nothing is there
+   * (ENOENT, ENOTDIR, ELOOP).
+   */
+  lstatInto (path: string, out: Float64Array): boolean
+  /** One write(2) of buf[0..len): a FUSE reply. */
+  writeReply (fd: number, buf: Buffer, len: number): number
+  /** A reply in two pieces (header, then data[0..dataLen)) in one writev(2). */
+  writeReply2 (fd: number, head: Buffer, data: Buffer, dataLen: number): number
+
   readonly constants: NativeConstants
 }
 

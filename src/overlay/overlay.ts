@@ -61,6 +61,39 @@ export interface SetAttr {
   mtime?: TimeSet
   /** An explicit ctime (otherwise the change sets it to now). */
   ctime?: Time
+  /** The kernel asks the filesystem to clear set-ID bits (truncate or chown, HANDLE_KILLPRIV_V2). */
+  killSuidGid?: KillSetId
+}
+
+/**
+ * Set-ID bits are to be cleared (the caller lacks CAP_FSETID); inGroup says whether the caller
+ * is in a group or may act as if (a non-executable set-group-ID file keeps its bit for them).
+ */
+export interface KillSetId {
+  inGroup: (gid: number) => boolean
+}
+
+const CAPABILITY = 'security.capability'
+
+/**
+ * What the kernel's VFS does to a file whose content or owner changes, done here because cpfs
+ * negotiates HANDLE_KILLPRIV_V2 (so the kernel need not ask for security.capability on every
+ * write): file capabilities always go; when the kernel says the caller lacks CAP_FSETID,
+ * set-user-ID goes, and set-group-ID when the file is group-executable or the caller is not in
+ * its group (the VFS rule, setattr_should_drop_sgid; the protocol's text states only the first).
+ */
+function dropPrivileges (e: LiveEntry, kill: KillSetId | null): boolean {
+  const mode = e.mode
+  if (e.x?.[CAPABILITY]) {
+    const { [CAPABILITY]: _dropped, ...rest } = e.x
+    if (Object.keys(rest).length) e.x = rest
+    else delete e.x
+  }
+  if (kill && e.t === 'f') {
+    e.mode &= ~0o4000
+    if (e.mode & 0o2000 && (e.mode & 0o010 || !kill.inGroup(e.gid))) e.mode &= ~0o2000
+  }
+  return e.mode !== mode
 }
 
 /** The metadata of an entry built from attributes (type bits dropped). */
@@ -409,7 +442,8 @@ export class Overlay {
     return d
   }
 
-  write (fh: number, buf: Buffer, len: number, pos: number): number {
+  /** Writes all of buf; true when that cleared set-ID bits (so cached attributes are stale). */
+  write (fh: number, buf: Buffer, len: number, pos: number, kill: KillSetId | null = null): boolean {
     const h = this.handle(fh)
     const node = this.live(h)
     if (!h.writable) throw fsError('EBADF', node.path ?? '(unlinked)')
@@ -417,6 +451,7 @@ export class Overlay {
     this.hooks.checkSpace(len)
     this.touched()
     const e = this.headFile(node)
+    const modeChanged = (kill !== null || e.x?.[CAPABILITY] !== undefined) && dropPrivileges(e, kill)
     const end = pos + len
     let done = 0
     while (done < len) {
@@ -431,7 +466,7 @@ export class Overlay {
     if (end > e.size) e.size = end
     this.stamp(e, true)
     if (node.path) this.hooks.onChange(node.path)
-    return len
+    return modeChanged
   }
 
   /**
@@ -466,10 +501,11 @@ export class Overlay {
     for (let idx = first + 1; idx < last && idx <= srcLast; idx++) whole(idx)
   }
 
-  private truncateNode (node: FileNode, size: number): void {
+  private truncateNode (node: FileNode, size: number, kill: KillSetId | null = null): void {
     if (size > MAX_FILE_SIZE) throw fsError('EFBIG', node.path ?? '(unlinked)')
     this.touched()
     const e = this.headFile(node)
+    dropPrivileges(e, kill)
     if (size < e.size) {
       // What lies past the new end is dropped, and the chunk holding the new end is cut, so
       // old bytes never reappear when the file grows again.
@@ -487,9 +523,9 @@ export class Overlay {
     if (node.path) this.hooks.onChange(node.path)
   }
 
-  truncate (p: string, size: number): void {
+  truncate (p: string, size: number, kill: KillSetId | null = null): void {
     const node = this.nodes.get(p) ?? this.nodeFor(p)
-    this.truncateNode(node, size)
+    this.truncateNode(node, size, kill)
     if (node.opens === 0) {
       this.flushNode(node)
       this.nodes.delete(p)
@@ -804,16 +840,20 @@ export class Overlay {
   setattr (p: string | null, fh: number | null, s: SetAttr): Attr {
     const h = fh !== null ? this.handles.get(fh) : undefined
     const node = h ? this.live(h) : null
+    const kill = s.killSuidGid ?? null
     if (s.size !== undefined) {
-      if (node) this.truncateNode(node, s.size)
-      else if (p !== null) this.truncate(p, s.size)
+      if (node) this.truncateNode(node, s.size, kill)
+      else if (p !== null) this.truncate(p, s.size, kill)
     }
-    const meta = s.mode !== undefined || s.uid !== undefined || s.gid !== undefined || s.atime || s.mtime || s.ctime
+    const meta = s.mode !== undefined || s.uid !== undefined || s.gid !== undefined || s.atime || s.mtime || s.ctime ||
+      (kill !== null && s.size === undefined)
     if (meta) {
       this.touched()
       const path = node ? node.path : p
       const e: LiveEntry = node ? this.headFile(node) : this.headEntry(p!)
       const t = now()
+      // chown drops capabilities and set-ID bits first; an explicit mode in the same call wins.
+      if (s.uid !== undefined || s.gid !== undefined || (kill !== null && s.size === undefined)) dropPrivileges(e, kill)
       if (s.mode !== undefined) {
         e.mode = s.mode & 0o7777
         const acl = e.x?.[ACL_ACCESS]
