@@ -159,7 +159,10 @@ export async function mount (opts: MountOptions = {}): Promise<ReadyInfo> {
   }
   const main = join(dirname(fileURLToPath(import.meta.url)), 'daemon', 'main.js')
   const log = fs.openSync(join(loc.dir, 'daemon.log'), 'a', 0o600)
-  const child = spawn(process.execPath, [main, JSON.stringify({ loc, allowOther: Boolean(opts.allowOther) })], {
+  // CPFS_DAEMON_NODE_ARGS: extra node flags for the daemon (profiling: --cpu-prof), which
+  // NODE_OPTIONS does not allow.
+  const nodeArgs = (process.env.CPFS_DAEMON_NODE_ARGS ?? '').split(/\s+/).filter(Boolean)
+  const child = spawn(process.execPath, [...nodeArgs, main, JSON.stringify({ loc, allowOther: Boolean(opts.allowOther) })], {
     detached: true,
     stdio: ['ignore', log, log, 'pipe'],
     cwd: '/'

@@ -28,7 +28,12 @@ export function readConfig (): Record<string, any> {
  * store itself never runs out mid-batch) and `cpfs mount` refuses. Default 64 MiB.
  */
 export function reserveBytes (): number {
-  if (process.env.CPFS_RESERVE_BYTES !== undefined) return parseSize(process.env.CPFS_RESERVE_BYTES)
-  const r = readConfig().reserve
-  return r === undefined ? 64 * 1024 * 1024 : parseSize(r)
+  const env = process.env.CPFS_RESERVE_BYTES
+  const r = env !== undefined ? env : readConfig().reserve
+  // Never below 1 MiB: LevelDB's log and table files need room beyond the data they hold, and
+  // a log write that fails on a full disk leaves its partial record taking space until the
+  // next log file (so removing the culprit would not give the space back).
+  return Math.max(MIN_RESERVE, r === undefined ? 64 * 1024 * 1024 : parseSize(r))
 }
+
+export const MIN_RESERVE = 1024 * 1024

@@ -32,8 +32,19 @@ export class FsError extends CpfsError {
   }
 }
 
+/**
+ * Filesystem errors are answers (ENOENT for a lookup, ENODATA for an absent attribute), made
+ * thousands of times a second: they carry no stack trace, which would cost more than the
+ * request itself. Unexpected failures are other errors and keep theirs.
+ */
 export function fsError (code: FsCode, path: string, detail?: string): FsError {
-  return new FsError(code, path, detail)
+  const limit = Error.stackTraceLimit
+  Error.stackTraceLimit = 0
+  try {
+    return new FsError(code, path, detail)
+  } finally {
+    Error.stackTraceLimit = limit
+  }
 }
 
 export function isCpfsError (e: unknown): e is CpfsError {

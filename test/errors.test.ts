@@ -140,6 +140,30 @@ if (fuseAvailable(t)) {
     t.equal(fs.readFileSync(join(w.ws, 'top.txt'), 'utf8'), 'new\n', 'unmount succeeds once the process is gone')
   })
 
+  t.test('a store disk filled from outside: ENOSPC in the mount, and work goes on once space is back', async t => {
+    const w = workspace(t, TREE, { env: { CPFS_RESERVE_BYTES: '0' } })
+    const small = join(w.home, 'small')
+    fs.mkdirSync(small)
+    w.run(`mount -t tmpfs -o size=24m cpfs-test-tmpfs ${small}`)
+    t.teardown(() => { w.sh(`umount -l ${small}`) })
+    w.ok('mount', w.ws, '--store', join(small, 'store'))
+    w.run('head -c 3000000 /dev/urandom > keep.bin && sha256sum keep.bin > keep.sum')
+    w.ok('turn', w.ws)
+    // Another program fills the disk (the store's own files included) to the last block.
+    w.sh(`head -c 30000000 /dev/zero > ${small}/filler`)
+    await new Promise(resolve => setTimeout(resolve, 400)) // past the daemon's statfs interval
+    const r = w.sh('head -c 2000000 /dev/urandom > big.bin')
+    t.not(r.code, 0, 'a write while the disk is full fails')
+    t.match(r.stderr, /No space left on device/, 'with ENOSPC')
+    t.equal(w.run('sha256sum -c keep.sum'), 'keep.bin: OK\n', 'older data is intact and readable')
+    fs.rmSync(join(small, 'filler'))
+    await new Promise(resolve => setTimeout(resolve, 400))
+    w.run('rm -f big.bin && echo after > after.txt')
+    t.equal(w.run('cat after.txt'), 'after\n', 'once the space is back, writes work again without a remount')
+    w.ok('unmount', w.ws)
+    t.equal(w.run('sha256sum -c keep.sum && cat after.txt'), 'keep.bin: OK\nafter\n', 'and unmount applies everything')
+  })
+
   t.test('a full store disk: ENOSPC in the mount, the mount stays usable, nothing older lost', async t => {
     const w = workspace(t, TREE, { env: { CPFS_RESERVE_BYTES: String(4 * 1024 * 1024) } })
     const small = join(w.home, 'small')

@@ -84,6 +84,7 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
     process.stderr.write(`cpfs daemon: ${new Date().toISOString()} ${OP_NAMES[req.opcode] ?? 'op' + req.opcode} (node ${req.nodeid}) failed: ${what}\n`)
   }
   const initDone = new Promise<void>((resolve) => { ops.onInit = resolve })
+  session.origin.cacheReal(true)
   ch.start()
   await initDone
 
@@ -166,6 +167,7 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
       throw err
     }
     ch.stop()
+    session.origin.cacheReal(false) // plans see the real directory as it is now
     try { fs.closeSync(fd) } catch {}
     await notifier.close()
     server?.close()

@@ -268,7 +268,9 @@ export class FuseOps {
     if (valid & FATTR.UID) s.uid = b.readUInt32LE(at + 76)
     if (valid & FATTR.GID) s.gid = b.readUInt32LE(at + 80)
     if (valid & FATTR.SIZE) s.size = u64(b, at + 16)
-    if (valid & FATTR.KILL_SUIDGID) s.killSuidGid = killSetId(r)
+    // truncate by a caller without CAP_FSETID comes flagged; chown never does: the VFS clears
+    // set-ID bits on every chown of a non-directory, so cpfs does it for every chown.
+    if (valid & (FATTR.KILL_SUIDGID | FATTR.UID | FATTR.GID)) s.killSuidGid = killSetId(r)
     const time = (set: number, now: number, secAt: number, nsAt: number): TimeSet =>
       valid & now ? 'now' : valid & set ? fromSecNs(Number(b.readBigInt64LE(secAt)), b.readUInt32LE(nsAt)) : null
     s.atime = time(FATTR.ATIME, FATTR.ATIME_NOW, at + 32, at + 56)

@@ -11,6 +11,9 @@ import { ancestors, isWithin, join, parentOf } from './paths.js'
 
 const STAT = new Float64Array(16)
 
+/** Entries of the real-stat cache before it starts over (~200 bytes each). */
+const CACHE_MAX = 500_000
+
 /** Paths this long are reached through their parent directory's handle (PATH_MAX is 4096). */
 const LONG_PATH = 4000
 
@@ -65,6 +68,14 @@ export class Origin {
   private readonly fds = new Map<string, number>()
   /** O_PATH handles of directories whose paths are too long to name in one go (realPath). */
   private readonly dirFds = new Map<string, number>()
+  /**
+   * While mounted, the real directory is the read-only lower layer: its stats and extended
+   * attributes are cached (the kernel caches the attributes it got from cpfs for as long), so
+   * an untouched path costs one lstat per mount, not one per request. Plans (which change real
+   * paths) run with the cache off, and every path they touch is forgotten.
+   */
+  private statCache: Map<string, OriginStat | null> | null = null
+  private xattrCache: Map<string, Record<string, Buffer> | undefined> | null = null
 
   constructor (dirFd: number, base: Map<string, Entry>, chunks: ChunkStore) {
     this.dirFd = dirFd
@@ -93,6 +104,24 @@ export class Origin {
     }
     this.dirFds.set(parent, fd)
     return `/proc/self/fd/${fd}/${p.slice(p.lastIndexOf('/') + 1)}`
+  }
+
+  /**
+   * realPath, or null when a long path's parent is not there (a directory made in the mount
+   * has no real counterpart yet): for a lookup that is "nothing here", not an error.
+   */
+  private reachable (p: string): string | null {
+    try {
+      return this.realPath(p)
+    } catch (err: any) {
+      if (err.code === 'ENOENT' || err.code === 'ENOTDIR' || err.code === 'ELOOP') return null
+      throw err
+    }
+  }
+
+  private realXattrsOf (p: string): Record<string, Buffer> | undefined {
+    const real = this.reachable(p)
+    return real === null ? undefined : realXattrs(real)
   }
 
   setBase (p: string, e: Entry): void {
@@ -132,11 +161,30 @@ export class Origin {
     return this.realStat(p)
   }
 
+  /** Cache real stats and extended attributes (on while mounted); switching clears the cache. */
+  cacheReal (on: boolean): void {
+    this.statCache = on ? new Map() : null
+    this.xattrCache = on ? new Map() : null
+  }
+
   realStat (p: string): OriginStat | null {
+    const cache = this.statCache
+    if (cache === null) return this.lstat(p)
+    let st = cache.get(p)
+    if (st === undefined) {
+      if (cache.size >= CACHE_MAX) cache.clear()
+      st = this.lstat(p)
+      cache.set(p, st === null ? null : Object.freeze(st))
+    }
+    return st
+  }
+
+  private lstat (p: string): OriginStat | null {
     // The hottest system call of the mount (every lookup of an untouched path): a plain lstat
     // into a reused array, no fs.Stats object and no BigInt.
     const o = STAT
-    if (!loadNative().lstatInto(this.realPath(p), o)) return null
+    const real = this.reachable(p)
+    if (real === null || !loadNative().lstatInto(real, o)) return null
     const mode = o[0]
     return {
       t: kindOf(mode),
@@ -162,7 +210,13 @@ export class Origin {
     const cover = this.baseCover(p)
     if (cover === 'hidden') return undefined
     if (cover) return cover.t === 'w' ? undefined : cover.x
-    return realXattrs(this.realPath(p))
+    const cache = this.xattrCache
+    if (cache === null) return this.realXattrsOf(p)
+    if (cache.has(p)) return cache.get(p)
+    if (cache.size >= CACHE_MAX) cache.clear()
+    const x = this.realXattrsOf(p)
+    cache.set(p, x)
+    return x
   }
 
   /** Names in origin directory p (union of base and real, minus base whiteouts). */
@@ -226,8 +280,12 @@ export class Origin {
     this.dirFds.clear()
   }
 
-  /** Forget cached real-file handles at or below p (after a plan changed the real dir). */
+  /** Forget cached real-file handles and stats at or below p (after a plan changed the real dir). */
   forget (p: string): void {
+    for (const map of [this.statCache, this.xattrCache]) {
+      if (!map) continue
+      for (const q of map.keys()) if (isWithin(q, p)) map.delete(q)
+    }
     for (const map of [this.fds, this.dirFds]) {
       for (const [q, fd] of map) {
         if (isWithin(q, p)) {

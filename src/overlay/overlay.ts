@@ -89,7 +89,7 @@ function dropPrivileges (e: LiveEntry, kill: KillSetId | null): boolean {
     if (Object.keys(rest).length) e.x = rest
     else delete e.x
   }
-  if (kill && e.t === 'f') {
+  if (kill && e.t !== 'd') {
     e.mode &= ~0o4000
     if (e.mode & 0o2000 && (e.mode & 0o010 || !kill.inGroup(e.gid))) e.mode &= ~0o2000
   }

@@ -324,6 +324,9 @@ export class Session {
       this.timer = null
     }
     const ops: BatchOp[] = this.retryOps
+    // After a failed batch (a full disk) its ops come first; the user's rm of the culprit
+    // deletes what they put, and only then can the batch fit again.
+    const retrying = ops.length > 0
     this.retryOps = []
     const layer = this.headLayer
     const head = this.overlay.head
@@ -345,6 +348,7 @@ export class Session {
       ops.push(this.store.metaOp())
       this.metaDirty = false
     }
+    if (retrying) lastOpPerKey(ops)
     this.unflushedBytes = 0
     this.inflight += bytes
     const run = async (): Promise<void> => {
@@ -406,6 +410,8 @@ export class Session {
     return this.persist(sync)
   }
 
+  // statfs does not see what is queued for LevelDB (pending chunks, batches in flight): both
+  // count as used, so a burst of writes cannot run the disk past the reserve between checks.
   private checkSpace (bytes: number): void {
     const now = Date.now()
     if (this.storeFailure || now - this.spaceCheckedAt > 250) {
@@ -415,7 +421,7 @@ export class Session {
         this.spaceFree = st.bavail * st.bsize
       } catch {}
     }
-    if (this.spaceFree - this.chunks.pendingBytes() - bytes < this.reserveBytes || (this.storeFailure && this.spaceFree < this.reserveBytes * 2)) {
+    if (this.spaceFree - this.chunks.pendingBytes() - this.inflight - bytes < this.reserveBytes || (this.storeFailure && this.spaceFree < this.reserveBytes * 2)) {
       this.spaceRefusedAt = now
       throw fsError('ENOSPC', this.store.path, 'the cpfs store is full')
     }
@@ -724,4 +730,20 @@ export class Session {
       await this.store.close()
     }
   }
+}
+
+/**
+ * Keep only the last op for each key, in place and in order: a put followed by a delete of the
+ * same key (a chunk written, its batch refused for space, then its file removed) writes nothing.
+ */
+export function lastOpPerKey (ops: BatchOp[]): void {
+  const seen = new Set<string>()
+  let w = ops.length
+  for (let i = ops.length - 1; i >= 0; i--) {
+    const op = ops[i]
+    if (seen.has(op.key)) continue
+    seen.add(op.key)
+    ops[--w] = op
+  }
+  ops.splice(0, w)
 }

@@ -48,6 +48,16 @@ export interface TurnRecord {
 // to 2^53 is exact in JavaScript. (Stores made by cpfs 0.1 started at 2^31 and keep going.)
 const FIRST_INO = 2 ** 52
 
+/**
+ * LevelDB's memtable. With the default 4 MiB, a big write fills level 0 with small tables
+ * faster than compaction merges them (chunk keys are hashes: every table overlaps every
+ * other), and LevelDB stalls the writer: 256 MiB took 6.6 s to store, 1 GiB 24 s. With 64 MiB
+ * the same took 1.8 s and 6.7 s (measured here with /tmp-style benches of 64 KiB chunk
+ * batches; see docs/decisions.md). It costs memory only while writing: the memtable grows as
+ * data arrives, up to twice this (one being written out).
+ */
+const WRITE_BUFFER = 64 * 1024 * 1024
+
 export class Store {
   readonly path: string
   readonly db: ClassicLevel<string, Buffer>
@@ -55,7 +65,7 @@ export class Store {
 
   private constructor (path: string) {
     this.path = path
-    this.db = new ClassicLevel<string, Buffer>(join(path, 'db'), { keyEncoding: 'utf8', valueEncoding: 'buffer' })
+    this.db = new ClassicLevel<string, Buffer>(join(path, 'db'), { keyEncoding: 'utf8', valueEncoding: 'buffer', writeBufferSize: WRITE_BUFFER })
   }
 
   /** Open (and with `create`, initialise) the store at `path`. */

@@ -1,0 +1,51 @@
+#!/usr/bin/env node
+// How fast LevelDB stores a big write the way the daemon hands it over: 64 KiB chunks keyed
+// by their SHA-256, 1 MiB per batch, up to 64 batches in flight, one synced batch at the end
+// (an fsync). Compares memtable sizes (LevelDB's writeBufferSize) side by side in one run:
+//   node bench/store.mjs [--mib 256] [--runs 3]
+import { ClassicLevel } from 'classic-level'
+import { createHash, randomBytes } from 'node:crypto'
+import * as fs from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+
+const argv = process.argv.slice(2)
+const opt = (name, def) => { const i = argv.indexOf(name); return i >= 0 ? Number(argv[i + 1]) : def }
+const MIB = opt('--mib', 256)
+const RUNS = opt('--runs', 3)
+const SETS = { 'LevelDB default (4 MiB)': {}, '16 MiB': { writeBufferSize: 16 << 20 }, '64 MiB (cpfs)': { writeBufferSize: 64 << 20 } }
+
+const base = fs.mkdtempSync(join(tmpdir(), 'cpfs-bench-store-'))
+const data = randomBytes(MIB << 20)
+const results = {}
+try {
+  for (let run = 0; run < RUNS; run++) {
+    for (const [name, o] of Object.entries(SETS)) {
+      const dir = join(base, 'db')
+      fs.rmSync(dir, { recursive: true, force: true })
+      const db = new ClassicLevel(dir, { keyEncoding: 'utf8', valueEncoding: 'buffer', ...o })
+      await db.open()
+      const t0 = performance.now()
+      const inflight = []
+      for (let mb = 0; mb < MIB; mb++) {
+        const ops = []
+        for (let c = 0; c < 16; c++) {
+          const v = data.subarray((mb << 20) + c * 65536, (mb << 20) + (c + 1) * 65536)
+          ops.push({ type: 'put', key: 'c' + createHash('sha256').update(v).digest('base64url'), value: v })
+        }
+        inflight.push(db.batch(ops))
+        if (inflight.length >= 64) await inflight.shift()
+      }
+      await Promise.all(inflight)
+      await db.batch([{ type: 'put', key: 'm', value: Buffer.from('x') }], { sync: true })
+      ;(results[name] ??= []).push((performance.now() - t0) / 1000)
+      await db.close()
+    }
+  }
+} finally {
+  fs.rmSync(base, { recursive: true, force: true })
+}
+const median = (a) => [...a].sort((x, y) => x - y)[Math.floor(a.length / 2)]
+console.log(`Storing ${MIB} MiB of random 64 KiB chunks, then one synced batch (median of ${RUNS}):\n`)
+console.log('| memtable (writeBufferSize) | seconds | MiB/s |\n|---|---:|---:|')
+for (const [name, r] of Object.entries(results)) console.log(`| ${name} | ${median(r).toFixed(2)} | ${(MIB / median(r)).toFixed(0)} |`)
