@@ -15,6 +15,7 @@ import { FuseOps } from '../fuse/ops.js'
 import { cacheTimeout, checkFuse, mountFuse, unmountPath } from '../fuse/mount.js'
 import { Notifier } from '../fuse/invalidate.js'
 import { ancestors } from '../overlay/paths.js'
+import { inoOfKey, isInoKey } from '../store/entries.js'
 import { applyStack, recover } from '../plans/run.js'
 import { absorbOutsideChanges } from '../plans/absorb.js'
 import { freezeOrigin } from '../plans/freeze.js'
@@ -98,9 +99,17 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
     for (const p of touched) pendingInval.add(p)
   }
   const invalidate = async (): Promise<void> => {
-    const touched = pendingInval
+    const keys = pendingInval
     pendingInval = null
-    if (!touched || touched.size === 0 || ch.closed) return
+    if (!keys || keys.size === 0 || ch.closed) return
+    // Inode records (hard links) are touched by inode number: every name the kernel knows of
+    // such an inode shares its node, including real names that have no entry of their own.
+    const touched = new Set<string>()
+    const inos = new Set<number>()
+    for (const k of keys) {
+      if (isInoKey(k)) inos.add(inoOfKey(k))
+      else touched.add(k)
+    }
     const affected = (p: string): boolean => {
       if (touched.has(p)) return true
       for (const a of ancestors(p)) if (touched.has(a)) return true
@@ -109,7 +118,7 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
     const ov = session.overlay
     // Nodes by the names the kernel knew them under, before those names are re-checked.
     const stale = new Set<number>()
-    for (const n of ops.nodes.all()) if (n.path !== null && affected(n.path)) stale.add(n.id)
+    for (const n of ops.nodes.all()) if (inos.has(n.ino) || [...n.paths].some(affected)) stale.add(n.id)
     for (const p of touched) {
       for (const a of ancestors(p)) {
         const d = ops.nodes.at(a)

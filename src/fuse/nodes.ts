@@ -1,9 +1,10 @@
 // The kernel's view of our inodes: node ids handed out in entry replies, each with a lookup
 // count the kernel later gives back with FORGET. A node id names one overlay inode (its st_ino)
 // for as long as the kernel remembers it; ids are never reused, so the generation is always 0.
-// Requests arrive by node id, the overlay speaks paths: each node keeps the path it is reachable
-// by now, kept right across renames and unlinks made through the mount, and re-checked after
-// the daemon changes the tree itself (rewind, redo, restore).
+// Requests arrive by node id, the overlay speaks paths: each node keeps the paths it is reachable
+// by now (several for a file with hard links: one node, one st_ino, for all its names), kept
+// right across renames and unlinks made through the mount, and re-checked after the daemon
+// changes the tree itself (rewind, redo, restore).
 import { fsError } from '../errors.js'
 import type { FileNode } from '../overlay/overlay.js'
 import { isWithin, rebase } from '../overlay/paths.js'
@@ -12,8 +13,10 @@ import { ROOT_ID } from './kernel.js'
 export interface Node {
   id: number
   ino: number
-  /** The path this inode is reachable by; null once it has no name (unlinked, replaced, rewound away). */
+  /** A path this inode is reachable by (the latest looked up); null once it has none (unlinked, replaced, rewound away). */
   path: string | null
+  /** Every path the kernel knows this inode by. */
+  paths: Set<string>
   /** An open file that lost its name: still served by node id until the kernel forgets it. */
   file: FileNode | null
   nlookup: number
@@ -26,7 +29,7 @@ export class Nodes {
   private nextId = ROOT_ID + 1
 
   constructor (rootIno: number) {
-    const root: Node = { id: ROOT_ID, ino: rootIno, path: '/', file: null, nlookup: 1 }
+    const root: Node = { id: ROOT_ID, ino: rootIno, path: '/', paths: new Set(['/']), file: null, nlookup: 1 }
     this.byId.set(ROOT_ID, root)
     this.byIno.set(rootIno, root)
     this.byPath.set('/', root)
@@ -52,14 +55,12 @@ export class Nodes {
   /** The kernel learned (again) that `path` is inode `ino`: one more lookup. */
   remember (ino: number, path: string): Node {
     let n = this.byIno.get(ino)
-    if (n) {
-      if (n.path !== path) this.setPath(n, path)
-    } else {
-      n = { id: this.nextId++, ino, path: null, file: null, nlookup: 0 }
+    if (!n) {
+      n = { id: this.nextId++, ino, path: null, paths: new Set(), file: null, nlookup: 0 }
       this.byId.set(n.id, n)
       this.byIno.set(ino, n)
-      this.setPath(n, path)
     }
+    this.addPath(n, path)
     n.nlookup++
     return n
   }
@@ -71,39 +72,50 @@ export class Nodes {
     if (n.nlookup > 0) return
     this.byId.delete(id)
     if (this.byIno.get(n.ino) === n) this.byIno.delete(n.ino)
-    if (n.path !== null && this.byPath.get(n.path) === n) this.byPath.delete(n.path)
+    for (const p of n.paths) if (this.byPath.get(p) === n) this.byPath.delete(p)
+    n.paths.clear()
+    n.path = null
   }
 
-  private setPath (n: Node, path: string | null): void {
-    if (n.path !== null && this.byPath.get(n.path) === n) this.byPath.delete(n.path)
-    n.path = path
-    if (path === null) return
+  /** n is (also) reachable by path now, which names nothing else. */
+  private addPath (n: Node, path: string): void {
     const old = this.byPath.get(path)
-    if (old && old !== n) old.path = null
+    if (old && old !== n) this.dropPath(old, path)
+    n.paths.add(path)
+    n.path = path
     this.byPath.set(path, n)
   }
 
-  /** `path` no longer names what it named (unlink, rmdir, replaced by a rename). */
+  private dropPath (n: Node, path: string): void {
+    n.paths.delete(path)
+    if (this.byPath.get(path) === n) this.byPath.delete(path)
+    if (n.path === path) n.path = n.paths.size ? n.paths.values().next().value as string : null
+  }
+
+  /**
+   * `path` no longer names what it named (unlink, rmdir, replaced by a rename). When that was
+   * the node's last known name, `file` (the open file, if any) keeps serving it by node id.
+   */
   removed (path: string, file: FileNode | null = null): void {
     const n = this.byPath.get(path)
     if (!n) return
-    this.setPath(n, null)
-    n.file = file
+    this.dropPath(n, path)
+    if (n.path === null) n.file = file
   }
 
   /** A rename moved src (and, for a directory, everything below it) to dst. */
   renamed (src: string, dst: string): void {
-    const moved: Array<[Node, string]> = []
-    for (const [p, n] of this.byPath) if (isWithin(p, src)) moved.push([n, rebase(p, src, dst)])
-    for (const [n] of moved) this.setPath(n, null)
-    for (const [n, p] of moved) this.setPath(n, p)
+    const moved: Array<[Node, string, string]> = []
+    for (const [p, n] of this.byPath) if (isWithin(p, src)) moved.push([n, p, rebase(p, src, dst)])
+    for (const [n, p] of moved) this.dropPath(n, p)
+    for (const [n, , q] of moved) this.addPath(n, q)
   }
 
   /** After the daemon changed the tree: drop names that no longer lead to the same inode. */
   revalidate (stillSame: (path: string, ino: number) => boolean): void {
-    for (const n of [...this.byPath.values()]) {
-      if (n.id === ROOT_ID || n.path === null) continue
-      if (!stillSame(n.path, n.ino)) this.setPath(n, null)
+    for (const [p, n] of [...this.byPath]) {
+      if (n.id === ROOT_ID) continue
+      if (!stillSame(p, n.ino)) this.dropPath(n, p)
     }
   }
 

@@ -336,7 +336,7 @@ export class FuseOps {
 
   private unlink (r: Request, c: Channel, dir: boolean): void {
     const { path } = this.childPath(r, r.body)
-    const file = dir ? null : this.ov.nodes.get(path) ?? null
+    const file = dir ? null : this.ov.fileAt(path)
     if (dir) this.ov.rmdir(path)
     else this.ov.unlink(path)
     this.nodes.removed(path, file)
@@ -352,13 +352,15 @@ export class FuseOps {
     checkName(dname)
     const dst = join(this.nodes.path(newdir), dname)
     if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE) || (flags & RENAME_NOREPLACE && flags & RENAME_EXCHANGE)) throw fsError('EINVAL', dst)
-    const replaced = flags & RENAME_EXCHANGE ? null : this.ov.nodes.get(dst) ?? null
-    this.ov.rename(src, dst, { noReplace: Boolean(flags & RENAME_NOREPLACE), exchange: Boolean(flags & RENAME_EXCHANGE) })
-    if (flags & RENAME_EXCHANGE) {
+    const replaced = flags & RENAME_EXCHANGE ? null : this.ov.fileAt(dst)
+    const changed = this.ov.rename(src, dst, { noReplace: Boolean(flags & RENAME_NOREPLACE), exchange: Boolean(flags & RENAME_EXCHANGE) })
+    if (!changed) {
+      // the same path, or two names of one inode: nothing moved
+    } else if (flags & RENAME_EXCHANGE) {
       this.nodes.renamed(src, '/\u0000exchange')
       this.nodes.renamed(dst, src)
       this.nodes.renamed('/\u0000exchange', dst)
-    } else if (src !== dst) {
+    } else {
       this.nodes.removed(dst, replaced)
       this.nodes.renamed(src, dst)
     }

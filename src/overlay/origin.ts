@@ -157,7 +157,7 @@ export class Origin {
   stat (p: string): OriginStat | LiveEntry | null {
     const cover = this.baseCover(p)
     if (cover === 'hidden') return null
-    if (cover) return cover.t === 'w' ? null : cover
+    if (cover) return cover.t === 'w' || cover.t === 'h' ? null : cover
     return this.realStat(p)
   }
 
@@ -209,7 +209,7 @@ export class Origin {
   xattrs (p: string): Record<string, Buffer> | undefined {
     const cover = this.baseCover(p)
     if (cover === 'hidden') return undefined
-    if (cover) return cover.t === 'w' ? undefined : cover.x
+    if (cover) return cover.t === 'w' || cover.t === 'h' ? undefined : cover.x
     const cache = this.xattrCache
     if (cache === null) return this.realXattrsOf(p)
     if (cache.has(p)) return cache.get(p)
@@ -217,6 +217,35 @@ export class Origin {
     const x = this.realXattrsOf(p)
     cache.set(p, x)
     return x
+  }
+
+  /**
+   * How many subdirectories origin directory p holds (`st`: its real lstat, when the caller has
+   * it). The real st_nlink says it without a listing; a filesystem whose directories report 1
+   * (btrfs) is listed. Base entries below p correct the count.
+   */
+  subdirs (p: string, st: OriginStat | null = null): number {
+    const cover = this.baseCover(p)
+    if (cover === 'hidden' || (cover && cover.t !== 'd')) return 0
+    let n = 0
+    const real = st ?? this.realStat(p)
+    if (real && real.t === 'd') {
+      if (real.nlink >= 2) n = real.nlink - 2
+      else {
+        const path = this.reachable(p)
+        try {
+          if (path !== null) for (const d of fs.readdirSync(path, { withFileTypes: true })) if (d.isDirectory()) n++
+        } catch {}
+      }
+    }
+    const fromBase = this.baseChildren.get(p)
+    if (fromBase) {
+      for (const name of fromBase) {
+        const q = join(p, name)
+        n += (this.base.get(q)?.t === 'd' ? 1 : 0) - (this.realStat(q)?.t === 'd' ? 1 : 0)
+      }
+    }
+    return Math.max(0, n)
   }
 
   /** Names in origin directory p (union of base and real, minus base whiteouts). */

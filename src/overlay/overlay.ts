@@ -7,16 +7,23 @@
 //    clones it into the head layer (`headFile`, `headDir`, `headMeta` are the only ways
 //    to get a writable entry).
 //  - Removing a path writes a whiteout only when the path existed when the turn began.
-//  - Open files are nodes keyed by their current path; renames move them, unlink detaches
-//    them so they stay readable and writable through their handles.
+//  - Open files are nodes keyed by where their state lives: their current path, or the inode
+//    record of a file with several names (hard links), so a write through any name reaches one
+//    node. Renames move path-keyed nodes; losing the last name detaches a node, so it stays
+//    readable and writable through its handles.
+//  - Hard links: `link` turns the file into an inode record (store/entries.ts) with a link
+//    count, and every name points at it. A real file that already has several names gets its
+//    record (keyed by its real inode number) when one of them first changes, so all of them
+//    see the change. Unlinking a name drops one link; the record goes with the last one.
+//  - A directory entry added or removed moves its directory's mtime and ctime (as ext4 does).
 // Persistence is not done here: every head-layer change is reported to `onChange`, and the
 // session batches those changes into LevelDB.
 import * as fs from 'node:fs'
 import { fsError } from '../errors.js'
 import { isZero, type ChunkStore } from '../store/chunks.js'
 import {
-  CHUNK_SIZE, MAX_FILE_SIZE, S_IFMT, chunkCount, chunkLen, cloneEntry, now, setTime, srcBytes, storedBytes, typeBits,
-  type DirEntry, type Entry, type FileEntry, type LinkEntry, type LiveEntry, type NodeEntry, type Time
+  CHUNK_SIZE, MAX_FILE_SIZE, S_IFMT, chunkCount, chunkLen, cloneEntry, inoKey, inoOfKey, isInoKey, now, setTime, srcBytes, storedBytes, typeBits,
+  type DirEntry, type Entry, type FileEntry, type LinkEntry, type LiveEntry, type NameEntry, type NodeEntry, type Time
 } from '../store/entries.js'
 import { readEntry, type Origin, type SrcRead } from './origin.js'
 import { ACL_ACCESS, aclAfterChmod, modeFromAcl } from './acl.js'
@@ -110,8 +117,12 @@ const XATTR_NAME_MAX = 255
 const XATTR_SIZE_MAX = 65536
 const XATTR_LIST_MAX = 65536
 
+/** Linux's limit for a symlink's target (PATH_MAX including the NUL). */
+const SYMLINK_MAX = 4095
+
 export class FileNode {
-  path: string | null
+  /** Where its state lives: its path, or the inode record's key (#ino); null once it has no name. */
+  key: string | null
   /** The upper entry holding this file's state; null while it is the untouched origin file. */
   entry: FileEntry | null
   originPath: string | null
@@ -119,10 +130,15 @@ export class FileNode {
   opens = 0
   stale = false
 
-  constructor (path: string, entry: FileEntry | null, originPath: string | null) {
-    this.path = path
+  constructor (key: string, entry: FileEntry | null, originPath: string | null) {
+    this.key = key
     this.entry = entry
     this.originPath = originPath
+  }
+
+  /** For messages. */
+  get label (): string {
+    return this.key ?? '(unlinked)'
   }
 }
 
@@ -184,13 +200,17 @@ export class Overlay {
   }
 
   getattr (p: string): Attr {
-    return this.attrOf(this.resolve(p))
+    const r = this.resolve(p)
+    const a = this.attrOf(r)
+    if (resolvedType(r) === 'd') a.nlink = this.view.dirNlink(p, r)
+    return a
   }
 
+  /** Attributes of a resolved path (a directory's nlink only by getattr, which knows its path). */
   attrOf (r: Resolved): Attr {
     if (r.kind === 'origin' && 'nlink' in r.stat) {
       const st = r.stat
-      return { mode: st.mode, uid: st.uid, gid: st.gid, size: st.size, atime: st.atime, mtime: st.mtime, ctime: st.ctime, atimeNs: st.atimeNs, mtimeNs: st.mtimeNs, ctimeNs: st.ctimeNs, ino: st.ino, nlink: st.t === 'd' ? st.nlink : 1, blocks: st.blocks, rdev: st.rdev }
+      return { mode: st.mode, uid: st.uid, gid: st.gid, size: st.size, atime: st.atime, mtime: st.mtime, ctime: st.ctime, atimeNs: st.atimeNs, mtimeNs: st.mtimeNs, ctimeNs: st.ctimeNs, ino: st.ino, nlink: st.nlink, blocks: st.blocks, rdev: st.rdev }
     }
     const e = r.kind === 'upper' ? r.entry : r.stat as LiveEntry
     const size = e.t === 'f' ? e.size : e.t === 'l' ? Buffer.byteLength(e.target) : 4096
@@ -206,7 +226,7 @@ export class Overlay {
       mtimeNs: e.mtimeNs ?? 0,
       ctimeNs: e.ctimeNs ?? 0,
       ino: e.ino,
-      nlink: e.t === 'd' ? 2 : 1,
+      nlink: e.t === 'd' ? 2 : e.links ?? 1,
       blocks: e.t === 'f' ? Math.ceil(storedBytes(e) / 512) : 0,
       rdev: e.t === 'n' ? e.rdev : 0
     }
@@ -231,6 +251,14 @@ export class Overlay {
   /** The open file behind a handle (the FUSE layer keeps it when the file loses its name). */
   fileOf (fh: number): FileNode | null {
     return this.handles.get(fh)?.node ?? null
+  }
+
+  /** The open file that path p names, if any. */
+  fileAt (p: string): FileNode | null {
+    const byPath = this.nodes.get(p)
+    if (byPath) return byPath
+    const r = this.view.resolve(p)
+    return r ? this.nodes.get(r.key) ?? null : null
   }
 
   readdir (p: string): string[] {
@@ -311,6 +339,7 @@ export class Overlay {
       // A base entry (captured original): copy it, keeping its content references.
       const c = cloneEntry(st)
       delete c.n
+      delete c.links
       return c
     }
     const meta: any = { mode: st.mode & ~S_IFMT, uid: st.uid, gid: st.gid, atime: st.atime, mtime: st.mtime, ctime: st.ctime, ino: st.ino }
@@ -325,23 +354,68 @@ export class Overlay {
     return { t: 'd', ...meta }
   }
 
-  /** A writable head-layer entry for the existing path p (copy-up when needed). */
-  private headEntry (p: string): LiveEntry {
+  /**
+   * A writable head-layer entry for the state the existing path p names (copy-up when needed):
+   * p's own entry, or the inode record of a linked file. Returns it with the key it lives at.
+   */
+  private headState (p: string): { e: LiveEntry, key: string } {
     const h = this.head.get(p)
-    if (h && h.t !== 'w') return h
+    if (h && h.t !== 'w' && h.t !== 'h') return { e: h, key: p }
     const r = this.resolve(p)
+    if (isInoKey(r.key)) return { e: this.headRecord(r), key: r.key }
     const e = r.kind === 'upper' ? cloneEntry(r.entry) : this.fromOrigin(r)
     delete e.n // p existed when the turn began (it resolved without a head entry)
     if (e.t === 'd') delete e.fresh // a metadata copy hides nothing (see store/entries.ts)
     this.setHead(p, e)
     const node = this.nodes.get(p)
     if (node && e.t === 'f') node.entry = e
+    return { e, key: p }
+  }
+
+  private headEntry (p: string): LiveEntry {
+    return this.headState(p).e
+  }
+
+  /**
+   * The writable head-layer copy of the inode record r resolves to. A real file with several
+   * names that has no record yet gets one now, keyed by its real inode number and counting its
+   * real links (names outside the workspace included, as the real st_nlink does).
+   */
+  private headRecord (r: Resolved): LiveEntry {
+    const key = r.key
+    const h = this.head.get(key)
+    if (h && h.t !== 'w' && h.t !== 'h') return h
+    let e: LiveEntry
+    if (r.kind === 'upper') {
+      e = cloneEntry(r.entry)
+      delete e.n
+    } else {
+      e = this.fromOrigin(r)
+      e.links = 'nlink' in r.stat ? r.stat.nlink : r.stat.links ?? 1
+      e.o = r.originPath
+    }
+    // Nothing older to hide: removing it later needs no whiteout.
+    if (!this.view.entries.has(key)) e.n = 1
+    this.setHead(key, e)
+    const node = this.nodes.get(key)
+    if (node && e.t === 'f') node.entry = e
     return e
   }
 
+  /** How an open node's key resolves now (its record may not exist yet: a real file with several names). */
+  private resolveNode (node: FileNode): Resolved {
+    const key = node.key!
+    if (!isInoKey(key)) return this.resolve(key)
+    const rec = this.view.record(key)
+    if (rec) return { kind: 'upper', entry: rec, key }
+    const st = node.originPath !== null ? this.origin.stat(node.originPath) : null
+    if (!st) throw fsError('ESTALE', key)
+    return { kind: 'origin', originPath: node.originPath!, stat: st, key }
+  }
+
   private headFile (node: FileNode): FileEntry {
-    if (node.stale) throw fsError('ESTALE', node.path ?? '(unlinked)')
-    if (node.path === null) {
+    if (node.stale) throw fsError('ESTALE', node.label)
+    if (node.key === null) {
       // Unlinked but still open: the detached entry takes writes (never persisted).
       if (!node.entry) throw fsError('ESTALE', '(unlinked)')
       return node.entry
@@ -350,8 +424,8 @@ export class Overlay {
       const st = this.origin.stat(node.originPath)
       if (st && st.t === 'f' && 'nlink' in st) this.hooks.onCopyUp(node.originPath, st.size)
     }
-    const e = this.headEntry(node.path)
-    if (e.t !== 'f') throw fsError('EISDIR', node.path)
+    const e = isInoKey(node.key) ? this.headRecord(this.resolveNode(node)) : this.headEntry(node.key)
+    if (e.t !== 'f') throw fsError('EISDIR', node.key)
     node.entry = e
     return e
   }
@@ -363,17 +437,19 @@ export class Overlay {
   // ---- files ----------------------------------------------------------------------------
 
   private nodeFor (p: string): FileNode {
-    let node = this.nodes.get(p)
-    if (node) return node
+    const byPath = this.nodes.get(p)
+    if (byPath) return byPath
     const r = this.resolve(p)
+    let node = this.nodes.get(r.key)
+    if (node) return node
     const t = resolvedType(r)
     if (t === 'd') throw fsError('EISDIR', p)
     if (t !== 'f') throw fsError('EINVAL', p)
     node = r.kind === 'upper'
-      ? new FileNode(p, r.entry as FileEntry, null)
-      : new FileNode(p, null, r.originPath)
+      ? new FileNode(r.key, r.entry as FileEntry, null)
+      : new FileNode(r.key, null, r.originPath)
     if (r.kind === 'origin' && !('nlink' in r.stat)) node.entry = this.fromOrigin(r) as FileEntry
-    this.nodes.set(p, node)
+    this.nodes.set(r.key, node)
     return node
   }
 
@@ -402,13 +478,14 @@ export class Overlay {
     this.inherit(parent, e, false)
     if (n) e.n = 1
     this.setHead(p, e)
+    this.touchParent(p)
     const node = new FileNode(p, e, null)
     this.nodes.set(p, node)
     return this.addHandle(node, true)
   }
 
   private live (h: Handle): FileNode {
-    if (h.node.stale) throw fsError('ESTALE', h.node.path ?? '(unlinked)')
+    if (h.node.stale) throw fsError('ESTALE', h.node.label)
     return h.node
   }
 
@@ -446,8 +523,8 @@ export class Overlay {
   write (fh: number, buf: Buffer, len: number, pos: number, kill: KillSetId | null = null): boolean {
     const h = this.handle(fh)
     const node = this.live(h)
-    if (!h.writable) throw fsError('EBADF', node.path ?? '(unlinked)')
-    if (pos + len > MAX_FILE_SIZE) throw fsError('EFBIG', node.path ?? '(unlinked)')
+    if (!h.writable) throw fsError('EBADF', node.label)
+    if (pos + len > MAX_FILE_SIZE) throw fsError('EFBIG', node.label)
     this.hooks.checkSpace(len)
     this.touched()
     const e = this.headFile(node)
@@ -465,7 +542,7 @@ export class Overlay {
     }
     if (end > e.size) e.size = end
     this.stamp(e, true)
-    if (node.path) this.hooks.onChange(node.path)
+    if (node.key) this.hooks.onChange(node.key)
     return modeChanged
   }
 
@@ -502,7 +579,7 @@ export class Overlay {
   }
 
   private truncateNode (node: FileNode, size: number, kill: KillSetId | null = null): void {
-    if (size > MAX_FILE_SIZE) throw fsError('EFBIG', node.path ?? '(unlinked)')
+    if (size > MAX_FILE_SIZE) throw fsError('EFBIG', node.label)
     this.touched()
     const e = this.headFile(node)
     dropPrivileges(e, kill)
@@ -520,15 +597,15 @@ export class Overlay {
     }
     e.size = size
     this.stamp(e, true)
-    if (node.path) this.hooks.onChange(node.path)
+    if (node.key) this.hooks.onChange(node.key)
   }
 
   truncate (p: string, size: number, kill: KillSetId | null = null): void {
-    const node = this.nodes.get(p) ?? this.nodeFor(p)
+    const node = this.nodeFor(p)
     this.truncateNode(node, size, kill)
     if (node.opens === 0) {
       this.flushNode(node)
-      this.nodes.delete(p)
+      if (node.key) this.nodes.delete(node.key)
     }
   }
 
@@ -548,18 +625,18 @@ export class Overlay {
     const ZERO_RANGE = 0x10
     const h = this.handle(fh)
     const node = this.live(h)
-    if (!h.writable) throw fsError('EBADF', node.path ?? '(unlinked)')
-    if (mode & ~(KEEP_SIZE | PUNCH_HOLE | ZERO_RANGE)) throw fsError('ENOTSUP', node.path ?? '(unlinked)')
-    if ((mode & PUNCH_HOLE) && !(mode & KEEP_SIZE)) throw fsError('EINVAL', node.path ?? '(unlinked)')
-    if (offset < 0 || length <= 0) throw fsError('EINVAL', node.path ?? '(unlinked)')
+    if (!h.writable) throw fsError('EBADF', node.label)
+    if (mode & ~(KEEP_SIZE | PUNCH_HOLE | ZERO_RANGE)) throw fsError('ENOTSUP', node.label)
+    if ((mode & PUNCH_HOLE) && !(mode & KEEP_SIZE)) throw fsError('EINVAL', node.label)
+    if (offset < 0 || length <= 0) throw fsError('EINVAL', node.label)
     const end = offset + length
-    if (end > MAX_FILE_SIZE) throw fsError('EFBIG', node.path ?? '(unlinked)')
+    if (end > MAX_FILE_SIZE) throw fsError('EFBIG', node.label)
     this.touched()
     const e = this.headFile(node)
     if (mode & (PUNCH_HOLE | ZERO_RANGE)) this.zeroRange(node, e, offset, end)
     if (!(mode & KEEP_SIZE) && end > e.size) e.size = end
     this.stamp(e, true)
-    if (node.path) this.hooks.onChange(node.path)
+    if (node.key) this.hooks.onChange(node.key)
   }
 
   /**
@@ -616,9 +693,9 @@ export class Overlay {
     const node = h.node
     node.opens--
     if (node.opens <= 0) {
-      if (node.path && this.nodes.get(node.path) === node) {
+      if (node.key && this.nodes.get(node.key) === node) {
         // Keep the node only while it holds unflushed data; the session flushes it.
-        if (node.dirty.size === 0) this.nodes.delete(node.path)
+        if (node.dirty.size === 0) this.nodes.delete(node.key)
       }
     }
     return node
@@ -642,6 +719,14 @@ export class Overlay {
     if (isDir) meta.mode |= 0o2000
   }
 
+  /** A directory entry was added to or removed from p's directory: its mtime and ctime move (as ext4). */
+  private touchParent (p: string): void {
+    const dir = parentOf(p)
+    const e = this.headEntry(dir)
+    this.stamp(e, true)
+    this.hooks.onChange(dir)
+  }
+
   mkdir (p: string, mode: number, caller: Caller = this.self): void {
     if (this.view.resolve(p)) throw fsError('EEXIST', p)
     const parent = this.parentDir(p)
@@ -654,6 +739,7 @@ export class Overlay {
     if (n) e.n = 1
     this.dropBelow(p)
     this.setHead(p, e)
+    this.touchParent(p)
   }
 
   /** A FIFO, socket or device node (mknod(2) of anything but a regular file). */
@@ -667,9 +753,11 @@ export class Overlay {
     this.inherit(parent, e, false)
     if (n) e.n = 1
     this.setHead(p, e)
+    this.touchParent(p)
   }
 
   symlink (target: string, p: string, caller: Caller = this.self): void {
+    if (Buffer.byteLength(target) > SYMLINK_MAX) throw fsError('ENAMETOOLONG', p, 'the symlink target is longer than 4095 bytes')
     if (this.view.resolve(p)) throw fsError('EEXIST', p)
     const parent = this.parentDir(p)
     this.hooks.checkSpace(0)
@@ -679,27 +767,55 @@ export class Overlay {
     this.inherit(parent, e, false)
     if (n) e.n = 1
     this.setHead(p, e)
+    this.touchParent(p)
   }
 
   unlink (p: string): void {
     const r = this.resolve(p)
     if (resolvedType(r) === 'd') throw fsError('EISDIR', p)
     this.touched()
-    this.detachNode(p)
+    this.dropName(p, r)
     this.removePath(p, false)
+    this.touchParent(p)
   }
 
-  /** An open file that loses its path keeps its content for its handles. */
-  private detachNode (p: string): void {
-    const node = this.nodes.get(p)
-    if (!node) return
-    this.nodes.delete(p)
-    if (!node.entry) {
-      const r = this.view.resolve(p)
-      if (r && r.kind === 'origin') node.entry = this.fromOrigin(r) as FileEntry
+  /**
+   * p, one name of what r resolves to, is going away. A linked inode loses a link (its ctime
+   * moves, as ext4's does) and goes with its last one; an open file that loses its last name
+   * keeps its content for its handles.
+   */
+  private dropName (p: string, r: Resolved): void {
+    if (!isInoKey(r.key)) {
+      this.detachNode(p, r)
+      return
     }
-    if (node.entry) node.entry = cloneEntry(node.entry)
-    node.path = null
+    const rec = this.headRecord(r)
+    rec.links = Math.max(0, (rec.links ?? 1) - 1)
+    this.stamp(rec, false)
+    this.hooks.onChange(r.key)
+    if (rec.links > 0) return
+    this.detachNode(r.key, { kind: 'upper', entry: rec, key: r.key })
+    const h = this.head.get(r.key)
+    if (h && h.n === 1) {
+      this.head.delete(r.key)
+      this.view.delete(r.key)
+      this.hooks.onChange(r.key)
+    } else {
+      this.setHead(r.key, { t: 'w' })
+    }
+  }
+
+  /** The open file at key (if any) has no name any more: it keeps its content for its handles. */
+  private detachNode (key: string, r: Resolved | null): void {
+    const node = this.nodes.get(key)
+    if (!node) return
+    this.nodes.delete(key)
+    if (!node.entry && r && r.kind === 'origin') node.entry = this.fromOrigin(r) as FileEntry
+    if (node.entry) {
+      node.entry = cloneEntry(node.entry)
+      delete node.entry.links
+    }
+    node.key = null
   }
 
   rmdir (p: string): void {
@@ -709,16 +825,18 @@ export class Overlay {
     if (this.view.readdir(p).length > 0) throw fsError('ENOTEMPTY', p)
     this.touched()
     this.removePath(p, true)
+    this.touchParent(p)
   }
 
   /**
    * rename(2) and renameat2(2): `noReplace` fails with EEXIST when dst exists; `exchange`
-   * swaps two existing paths atomically (both must exist).
+   * swaps two existing paths atomically (both must exist). Returns false when nothing changed
+   * (the same path, or two names of one inode: POSIX leaves both).
    */
-  rename (src: string, dst: string, flags: { noReplace?: boolean, exchange?: boolean } = {}): void {
+  rename (src: string, dst: string, flags: { noReplace?: boolean, exchange?: boolean } = {}): boolean {
     if (flags.exchange) return this.exchange(src, dst)
     const rs = this.resolve(src)
-    if (src === dst) return
+    if (src === dst) return false
     if (isWithin(dst, src)) throw fsError('EINVAL', dst)
     this.parentDir(dst)
     const rd = this.view.resolve(dst)
@@ -729,42 +847,56 @@ export class Overlay {
       if (srcIsDir && !dstIsDir) throw fsError('ENOTDIR', dst)
       if (!srcIsDir && dstIsDir) throw fsError('EISDIR', dst)
       if (dstIsDir && this.view.readdir(dst).length > 0) throw fsError('ENOTEMPTY', dst)
+      if (isInoKey(rs.key) && rs.key === rd.key) return false
     }
     this.hooks.checkSpace(0)
     this.touched()
     if (rd) {
-      this.detachNode(dst)
+      this.dropName(dst, rd)
       this.removePath(dst, srcIsDir)
     }
     if (srcIsDir) this.renameDir(src, dst, rs)
     else this.renameLeaf(src, dst, rs)
+    this.touchParent(src)
+    if (parentOf(dst) !== parentOf(src)) this.touchParent(dst)
+    return true
   }
 
   /** RENAME_EXCHANGE: three moves through a name no real path can have, in one synchronous op. */
-  private exchange (a: string, b: string): void {
+  private exchange (a: string, b: string): boolean {
     this.resolve(a)
     this.resolve(b)
-    if (a === b) return
+    if (a === b) return false
     if (isWithin(a, b) || isWithin(b, a)) throw fsError('EINVAL', b)
     const tmp = parentOf(a) === '/' ? '/\u0000cpfs-exchange' : parentOf(a) + '/\u0000cpfs-exchange'
     this.rename(a, tmp)
     this.rename(b, a)
     this.rename(tmp, b)
+    return true
   }
 
   private renameLeaf (src: string, dst: string, rs: Resolved): void {
-    let moved: LiveEntry
-    if (rs.kind === 'upper') moved = this.head.get(src) === rs.entry ? rs.entry : cloneEntry(rs.entry)
-    else moved = this.fromOrigin(rs)
+    let moved: LiveEntry | NameEntry
+    if (isInoKey(rs.key)) {
+      // A name of a linked inode moves; the inode (its record) stays, with a new ctime.
+      const rec = this.headRecord(rs)
+      this.stamp(rec, false)
+      this.hooks.onChange(rs.key)
+      moved = { t: 'h', ino: inoOfKey(rs.key) }
+    } else if (rs.kind === 'upper') {
+      moved = this.head.get(src) === rs.entry ? rs.entry : cloneEntry(rs.entry)
+    } else {
+      moved = this.fromOrigin(rs)
+    }
     this.removePath(src, false)
     if (this.needsWhiteout(dst)) delete moved.n
     else moved.n = 1
-    this.stamp(moved, false)
+    if (moved.t !== 'h') this.stamp(moved, false)
     this.setHead(dst, moved)
-    const node = this.nodes.get(src)
+    const node = isInoKey(rs.key) ? undefined : this.nodes.get(src)
     if (node) {
       this.nodes.delete(src)
-      node.path = dst
+      node.key = dst
       if (moved.t === 'f') node.entry = moved
       this.nodes.set(dst, node)
     }
@@ -804,17 +936,22 @@ export class Overlay {
       this.setHead(q, c)
     }
     for (const [p, node] of [...this.nodes]) {
-      if (isWithin(p, src)) {
+      if (!isInoKey(p) && isWithin(p, src)) {
         this.nodes.delete(p)
-        node.path = rebase(p, src, dst)
-        const e = this.head.get(node.path)
+        const q = rebase(p, src, dst)
+        node.key = q
+        const e = this.head.get(q)
         if (e && e.t === 'f') node.entry = e
-        this.nodes.set(node.path, node)
+        this.nodes.set(q, node)
       }
     }
   }
 
-  /** Hard links are copies: a new file with the same content (see docs/decisions.md). */
+  /**
+   * link(2): dst becomes another name of src's inode. The first link turns src's entry into an
+   * inode record keyed by the inode number the file already shows (so st_ino stays), and src
+   * into a name of it; an open node of src follows (a write through any name reaches it).
+   */
   link (src: string, dst: string): void {
     const rs = this.resolve(src)
     if (resolvedType(rs) === 'd') throw fsError('EPERM', src)
@@ -822,15 +959,43 @@ export class Overlay {
     this.parentDir(dst)
     this.hooks.checkSpace(0)
     this.touched()
+    const { key, rec } = this.linked(src, rs)
+    rec.links = (rec.links ?? 1) + 1
+    this.stamp(rec, false)
+    this.hooks.onChange(key)
+    const name: NameEntry = { t: 'h', ino: inoOfKey(key) }
+    if (!this.needsWhiteout(dst)) name.n = 1
+    this.setHead(dst, name)
+    this.touchParent(dst)
+  }
+
+  /** The head-layer inode record of what src names, made from src's own entry when it has none. */
+  private linked (src: string, rs: Resolved): { key: string, rec: LiveEntry } {
+    if (isInoKey(rs.key)) return { key: rs.key, rec: this.headRecord(rs) }
+    const own = this.head.get(src)
+    let rec: LiveEntry
+    if (rs.kind === 'upper') {
+      rec = own === rs.entry ? rs.entry : cloneEntry(rs.entry)
+    } else {
+      rec = this.fromOrigin(rs)
+      rec.o = rs.originPath
+    }
+    const key = inoKey(rec.ino)
+    delete rec.n
+    rec.links = 1
+    if (!this.view.entries.has(key)) rec.n = 1
+    this.setHead(key, rec)
+    const name: NameEntry = { t: 'h', ino: rec.ino }
+    if (own && own.n === 1) name.n = 1 // src itself is still new this turn
+    this.setHead(src, name)
     const node = this.nodes.get(src)
-    if (node) this.flushNode(node)
-    const base = rs.kind === 'upper' ? rs.entry : this.fromOrigin(rs)
-    const c = cloneEntry(base)
-    c.ino = this.hooks.allocIno()
-    this.stamp(c, false)
-    if (this.needsWhiteout(dst)) delete c.n
-    else c.n = 1
-    this.setHead(dst, c)
+    if (node) {
+      this.nodes.delete(src)
+      node.key = key
+      if (rec.t === 'f') node.entry = rec
+      this.nodes.set(key, node)
+    }
+    return { key, rec }
   }
 
   /**
@@ -849,8 +1014,14 @@ export class Overlay {
       (kill !== null && s.size === undefined)
     if (meta) {
       this.touched()
-      const path = node ? node.path : p
-      const e: LiveEntry = node ? this.headFile(node) : this.headEntry(p!)
+      let key: string | null
+      let e: LiveEntry
+      if (node) {
+        e = this.headFile(node)
+        key = node.key
+      } else {
+        ({ e, key } = this.headState(p!))
+      }
       const t = now()
       // chown drops capabilities and set-ID bits first; an explicit mode in the same call wins.
       if (s.uid !== undefined || s.gid !== undefined || (kill !== null && s.size === undefined)) dropPrivileges(e, kill)
@@ -864,7 +1035,7 @@ export class Overlay {
       if (s.atime) setTime(e, 'a', s.atime === 'now' ? t : s.atime)
       if (s.mtime) setTime(e, 'm', s.mtime === 'now' ? t : s.mtime)
       setTime(e, 'c', s.ctime ?? t)
-      if (path) this.hooks.onChange(path)
+      if (key) this.hooks.onChange(key)
     }
     if (node) return this.nodeAttr(node)
     return this.getattr(p!)
@@ -872,9 +1043,9 @@ export class Overlay {
 
   /** Attributes of an open file, whether or not it still has a name (nlink 0 when not). */
   nodeAttr (node: FileNode): Attr {
-    if (node.stale) throw fsError('ESTALE', node.path ?? '(unlinked)')
-    const a = node.entry ? this.attrOf({ kind: 'upper', entry: node.entry }) : this.getattr(node.path!)
-    if (node.path === null) a.nlink = 0
+    if (node.stale) throw fsError('ESTALE', node.label)
+    const a = this.attrOf(node.entry ? { kind: 'upper', entry: node.entry, key: node.label } : this.resolveNode(node))
+    if (node.key === null) a.nlink = 0
     if (node.dirty.size && node.entry) {
       // Unflushed chunks count as stored.
       let extra = 0
@@ -924,7 +1095,7 @@ export class Overlay {
     }
     this.hooks.checkSpace(value.length)
     this.touched()
-    const e = this.headEntry(p)
+    const { e, key } = this.headState(p)
     const x = { ...e.x, [name]: Buffer.from(value) }
     // An ACL that says no more than the mode bits is stored as the mode (as ext4 does).
     if (!keep) delete x[name]
@@ -932,26 +1103,27 @@ export class Overlay {
     else delete e.x
     if (mode !== undefined) e.mode = mode & 0o7777
     this.stamp(e, false)
-    this.hooks.onChange(p)
+    this.hooks.onChange(key)
   }
 
   removexattr (p: string, name: string): void {
     if (this.xattrsOf(p)?.[name] === undefined) throw fsError('ENODATA', p, name)
     this.touched()
-    const e = this.headEntry(p)
+    const { e, key } = this.headState(p)
     const x = { ...e.x }
     delete x[name]
     if (Object.keys(x).length) e.x = x
     else delete e.x
     this.stamp(e, false)
-    this.hooks.onChange(p)
+    this.hooks.onChange(key)
   }
 
   /**
    * Make path p (and everything below it) what it is in another view of the same origin —
    * `cpfs restore`. Entries are copied, never file data: restored files point at the same
    * chunks and origin ranges, and a restored directory redirects to its origin children.
-   * Missing parent directories are recreated from the source view.
+   * Missing parent directories are recreated from the source view. A restored name of a linked
+   * file becomes a file of its own (with a new inode number): its other names keep their state.
    */
   restore (p: string, src: View): void {
     const r = src.resolve(p)
@@ -972,14 +1144,24 @@ export class Overlay {
     }
     const cur = this.view.resolve(p)
     if (cur) {
-      for (const [q] of [...this.nodes]) if (isWithin(q, p)) this.detachNode(q)
+      // Every name that goes counts: linked inodes lose those links.
+      if (resolvedType(cur) !== 'd') this.dropName(p, cur)
+      else {
+        for (const names of [...this.view.names.values()]) {
+          for (const q of [...names]) {
+            const rq = isWithin(q, p) ? this.view.resolve(q) : null
+            if (rq) this.dropName(q, rq)
+          }
+        }
+        for (const [q] of [...this.nodes]) if (!isInoKey(q) && isWithin(q, p)) this.detachNode(q, this.view.resolve(q))
+      }
       if (p === '/') this.dropBelow(p)
       else this.removePath(p, resolvedType(cur) === 'd')
     }
     if (!r) return
     const n = (q: string) => this.needsWhiteout(q) ? undefined : 1 as const
     if (resolvedType(r) !== 'd') {
-      const e = r.kind === 'upper' ? cloneEntry(r.entry) : this.fromOrigin(r)
+      const e = this.ownCopy(r)
       this.stamp(e, false)
       const nn = n(p)
       if (nn) e.n = nn
@@ -1002,11 +1184,29 @@ export class Overlay {
         if (needed) this.setHead(q, { t: 'w' })
         continue
       }
-      const c = cloneEntry(e)
+      let c: LiveEntry
+      if (e.t === 'h') {
+        const rq = src.resolve(q)
+        if (!rq) continue
+        c = this.ownCopy(rq)
+      } else {
+        c = cloneEntry(e)
+      }
       if (needed) delete c.n
       else c.n = 1
       this.setHead(q, c)
     }
+  }
+
+  /** A copy of r's state as an entry of its own (a linked file's gets a new inode number). */
+  private ownCopy (r: Resolved): LiveEntry {
+    const e = r.kind === 'upper' ? cloneEntry(r.entry) : this.fromOrigin(r)
+    if (isInoKey(r.key)) {
+      delete e.links
+      delete e.o
+      e.ino = this.hooks.allocIno()
+    }
+    return e
   }
 
   /** Every open node with unflushed data or an upper entry (for turn and fsync). */

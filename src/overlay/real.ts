@@ -4,7 +4,7 @@
 import * as fs from 'node:fs'
 import { SEEK_DATA, SEEK_HOLE, native } from '../native/index.js'
 import { hashChunk, isZero, type ChunkStore } from '../store/chunks.js'
-import { CHUNK_SIZE, S_IFMT, chunkLen, fromNs, type Entry, type Kind, type Meta } from '../store/entries.js'
+import { CHUNK_SIZE, S_IFMT, chunkLen, fromNs, type Kind, type LiveEntry, type Meta, type Whiteout } from '../store/entries.js'
 import { kindOf, realXattrs, type Origin } from './origin.js'
 import { ancestors } from './paths.js'
 
@@ -100,7 +100,7 @@ export function realContent (origin: Origin, p: string, store: ChunkStore | null
 }
 
 /** The real state of p as an entry (a whiteout when there is nothing); content is stored. */
-export function realEntry (origin: Origin, chunks: ChunkStore, p: string): Entry {
+export function realEntry (origin: Origin, chunks: ChunkStore, p: string): LiveEntry | Whiteout {
   const st = lstatReal(origin, p)
   if (st.blockedBy || st.type === null) return { t: 'w' }
   const meta: Meta = { mode: st.mode, uid: st.uid, gid: st.gid, atime: st.atime, mtime: st.mtime, ctime: st.ctime, ino: st.ino }
@@ -109,6 +109,8 @@ export function realEntry (origin: Origin, chunks: ChunkStore, p: string): Entry
   if (st.ctimeNs) meta.ctimeNs = st.ctimeNs
   const x = realXattrs(origin.realPath(p))
   if (x) meta.x = x
+  // A file with other names: as a base entry it still shares the real inode (View.resolve).
+  if (st.type !== 'd' && st.nlink > 1) meta.links = st.nlink
   if (st.type === 'd') return { t: 'd', ...meta }
   if (st.type === 'l') return { t: 'l', ...meta, target: st.target! }
   if (st.type === 'n') return { t: 'n', ...meta, fmt: st.fmt, rdev: st.rdev }

@@ -2,13 +2,23 @@
 // win, whiteouts and opaque directories remove what they hide), over the origin. Lookups
 // walk at most the path's depth in memory and never touch LevelDB. The live overlay keeps
 // one View up to date as the head layer changes; plans build read-only Views for any stack.
-import type { Entry, Kind, LiveEntry } from '../store/entries.js'
+//
+// Inode records (`#<ino>` keys, see store/entries.ts) sit in the same map; a name entry ('h')
+// resolves to its record, and so does a real file with several names whose real inode number
+// has a record. `names` indexes the name entries by inode, so every name of a record is found
+// without a walk (real names without an entry of their own excepted: they share the real inode).
+import { inoKey, isInoKey, type Entry, type Kind, type LiveEntry } from '../store/entries.js'
 import type { Origin, OriginStat } from './origin.js'
 import { ancestors, baseName, join, parentOf, rebase } from './paths.js'
 
+/**
+ * Where a path's state comes from. `key` is where that state lives in a layer: the path
+ * itself, or the inode record's key for a name of a linked file (also for a real file with
+ * several names that has no record yet: its record would be keyed by its real inode number).
+ */
 export type Resolved =
-  | { kind: 'upper', entry: LiveEntry }
-  | { kind: 'origin', originPath: string, stat: OriginStat | LiveEntry }
+  | { kind: 'upper', entry: LiveEntry, key: string }
+  | { kind: 'origin', originPath: string, stat: OriginStat | LiveEntry, key: string }
 
 export function resolvedType (r: Resolved): Kind {
   return r.kind === 'upper' ? r.entry.t : r.stat.t
@@ -19,10 +29,19 @@ export function hidesBelow (e: Entry): boolean {
   return e.t !== 'd' || e.fresh === 1
 }
 
+/** Is the state behind r an inode record (or a real file with several names)? */
+export function isLinked (r: Resolved): boolean {
+  return isInoKey(r.key)
+}
+
 export class View {
   readonly entries = new Map<string, Entry>()
   readonly children = new Map<string, Set<string>>()
+  /** Name entries by inode number: the names of each inode record. */
+  readonly names = new Map<number, Set<string>>()
   readonly origin: Origin
+  /** Directory link counts computed so far, kept right as entries change (dirNlink). */
+  private readonly nlinks = new Map<string, number>()
 
   constructor (origin: Origin) {
     this.origin = origin
@@ -35,7 +54,7 @@ export class View {
   }
 
   applyLayer (layer: Map<string, Entry>): void {
-    for (const [p, e] of layer) if (hidesBelow(e)) this.removeBelow(p)
+    for (const [p, e] of layer) if (!isInoKey(p) && hidesBelow(e)) this.removeBelow(p)
     for (const [p, e] of layer) this.set(p, e)
   }
 
@@ -44,6 +63,18 @@ export class View {
   // when walking down (moving or removing that directory).
 
   set (p: string, e: Entry): void {
+    if (isInoKey(p)) {
+      this.entries.set(p, e)
+      return
+    }
+    const old = this.entries.get(p)
+    this.beforeChange(p, old, e)
+    if (old?.t === 'h') this.unname(old.ino, p)
+    if (e.t === 'h') {
+      let s = this.names.get(e.ino)
+      if (!s) this.names.set(e.ino, s = new Set())
+      s.add(p)
+    }
     this.entries.set(p, e)
     for (let q = p; q !== '/';) {
       const dir = parentOf(q)
@@ -57,7 +88,15 @@ export class View {
   }
 
   delete (p: string): void {
-    if (!this.entries.delete(p)) return
+    const old = this.entries.get(p)
+    if (old === undefined) return
+    if (isInoKey(p)) {
+      this.entries.delete(p)
+      return
+    }
+    this.beforeChange(p, old, undefined)
+    if (old.t === 'h') this.unname(old.ino, p)
+    this.entries.delete(p)
     for (let q = p; q !== '/';) {
       if (this.entries.has(q) || this.children.has(q)) break
       const dir = parentOf(q)
@@ -67,6 +106,69 @@ export class View {
       if (kids.size === 0) this.children.delete(dir)
       q = dir
     }
+  }
+
+  private unname (ino: number, p: string): void {
+    const s = this.names.get(ino)
+    if (!s) return
+    s.delete(p)
+    if (s.size === 0) this.names.delete(ino)
+  }
+
+  /** The names (name entries) of inode ino, sorted. */
+  namesOf (ino: number): string[] {
+    return [...this.names.get(ino) ?? []].sort()
+  }
+
+  // ---- directory link counts -----------------------------------------------------------------
+  // A directory has 2 + (number of subdirectories) links. Without upper entries below it, the
+  // origin directory's count is used (the real st_nlink); upper children add or remove what they
+  // change. Counts are kept in `nlinks` once computed and adjusted as each child entry changes,
+  // so that creating many files or directories in one directory stays O(1) per change.
+
+  /** st_nlink of directory p (resolved as r). */
+  dirNlink (p: string, r: Resolved): number {
+    const cached = this.nlinks.get(p)
+    if (cached !== undefined) return cached
+    const op = this.dirOriginPath(p)
+    let n = 2
+    if (op !== null) n += this.origin.subdirs(op, r.kind === 'origin' && r.originPath === op && 'nlink' in r.stat ? r.stat : null)
+    const kids = this.children.get(p)
+    if (kids) {
+      for (const name of kids) {
+        const e = this.entries.get(join(p, name))
+        if (e) n += (e.t === 'd' ? 1 : 0) - (op !== null && this.origin.stat(join(op, name))?.t === 'd' ? 1 : 0)
+      }
+    }
+    this.nlinks.set(p, n)
+    return n
+  }
+
+  /** Keep computed link counts right: entry `old` at p becomes `e` (undefined: none). */
+  private beforeChange (p: string, old: Entry | undefined, e: Entry | undefined): void {
+    if (this.nlinks.size === 0) return
+    // p's own count depends on where its children come from.
+    if (old?.t === 'd' || e?.t === 'd' || old === undefined || e === undefined) this.nlinks.delete(p)
+    if (p === '/') return
+    const dir = parentOf(p)
+    const count = this.nlinks.get(dir)
+    if (count === undefined) return
+    const isDir = (x: Entry | undefined) => x?.t === 'd' ? 1 : 0
+    let delta: number
+    if (old !== undefined && e !== undefined) {
+      delta = isDir(e) - isDir(old) // the origin child is hidden before and after
+    } else {
+      // An entry appears or goes: what it hides (or uncovers) in the origin counts too. An entry
+      // new this turn hid nothing (the path did not exist).
+      const x = (old ?? e)!
+      let originDir = 0
+      if (x.n !== 1) {
+        const op = this.dirOriginPath(dir)
+        if (op !== null && this.origin.stat(join(op, baseName(p)))?.t === 'd') originDir = 1
+      }
+      delta = old === undefined ? isDir(e) - originDir : originDir - isDir(old)
+    }
+    if (delta !== 0) this.nlinks.set(dir, count + delta)
   }
 
   /** Every path with an upper entry strictly below p, parents before children. */
@@ -113,13 +215,35 @@ export class View {
     return this.originPathFor(p)
   }
 
+  /** The inode record at key, if the view holds a live one. */
+  record (key: string): LiveEntry | null {
+    const rec = this.entries.get(key)
+    return rec && rec.t !== 'w' && rec.t !== 'h' && rec.t !== 'd' ? rec : null
+  }
+
   resolve (p: string): Resolved | null {
     const e = this.entries.get(p)
-    if (e) return e.t === 'w' ? null : { kind: 'upper', entry: e }
+    if (e) {
+      if (e.t === 'w') return null
+      if (e.t === 'h') {
+        const key = inoKey(e.ino)
+        const rec = this.record(key)
+        return rec ? { kind: 'upper', entry: rec, key } : null
+      }
+      return { kind: 'upper', entry: e, key: p }
+    }
     const op = this.originPathFor(p)
     if (op === null) return null
     const st = this.origin.stat(op)
-    return st ? { kind: 'origin', originPath: op, stat: st } : null
+    if (!st) return null
+    if (st.t !== 'd' && ('nlink' in st ? st.nlink : st.links ?? 1) > 1) {
+      // A real file with several names: one inode, whichever name reaches it.
+      const key = inoKey(st.ino)
+      const rec = this.record(key)
+      if (rec && rec.t === st.t) return { kind: 'upper', entry: rec, key }
+      return { kind: 'origin', originPath: op, stat: st, key }
+    }
+    return { kind: 'origin', originPath: op, stat: st, key: p }
   }
 
   readdir (p: string): string[] {
@@ -132,9 +256,10 @@ export class View {
     const kids = this.children.get(p)
     if (kids) {
       for (const n of kids) {
-        const e = this.entries.get(join(p, n))
+        const q = join(p, n)
+        const e = this.entries.get(q)
         if (!e) continue // only an ancestor of deeper entries
-        if (e.t === 'w') names.delete(n)
+        if (e.t === 'w' || (e.t === 'h' && !this.record(inoKey(e.ino)))) names.delete(n)
         else names.add(n)
       }
     }

@@ -15,7 +15,7 @@ import { ancestors, join } from '../overlay/paths.js'
 import { resolvedType } from '../overlay/view.js'
 import type { Session } from '../session/session.js'
 import { encode, encodeEntry } from '../store/codec.js'
-import type { Entry } from '../store/entries.js'
+import { cloneEntry, isInoKey, type Entry } from '../store/entries.js'
 import { fingerprintDrift, fingerprintOf } from '../store/fingerprints.js'
 import { entryKey, turnKey, type BatchOp } from '../store/keys.js'
 import type { TurnRecord } from '../store/store.js'
@@ -37,6 +37,7 @@ export async function absorbOutsideChanges (session: Session, opts: { force?: bo
   const pendingAbove = new Set<string>()
   for (const id of meta.stack.slice(cp)) {
     for (const p of session.layers.get(id)?.keys() ?? []) {
+      if (isInoKey(p)) continue
       pendingPaths.add(p)
       for (const a of ancestors(p)) pendingAbove.add(a)
     }
@@ -63,6 +64,7 @@ export async function absorbOutsideChanges (session: Session, opts: { force?: bo
   const note = (p: string) => session.setFingerprint(p, fingerprintOf(lstatReal(origin, p)))
   const recordTree = (p: string): void => {
     const e = realEntry(session.origin, session.chunks, p)
+    if (e.t !== 'w') delete e.links // recorded as a file of its own (see below)
     if (e.t === 'd') Object.assign(e, { opaque: 1, fresh: 1 })
     layer.set(p, e)
     note(p)
@@ -108,6 +110,19 @@ export async function absorbOutsideChanges (session: Session, opts: { force?: bo
       covered.add(join(p, n))
     }
     for (const n of real) if (!shown.has(n)) recordTree(join(p, n))
+  }
+
+  // A name of a linked file that changed outside is recorded as a file of its own: its inode
+  // record loses that link.
+  for (const p of [...layer.keys()]) {
+    const r = view.resolve(p)
+    if (!r || !isInoKey(r.key)) continue
+    const prev = layer.get(r.key) ?? view.record(r.key)
+    if (!prev || prev.t === 'w' || prev.t === 'h') continue
+    const rec = cloneEntry(prev)
+    delete rec.n
+    rec.links = Math.max(0, (rec.links ?? 1) - 1)
+    layer.set(r.key, rec)
   }
 
   if (layer.size === 0) {

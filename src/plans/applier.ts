@@ -2,6 +2,10 @@
 // idempotent ("make path p be X"), so re-running a journaled plan after a crash finishes it.
 // Files are written to a temporary name in their own directory and renamed into place, so a
 // reader (or a crash) sees the old file or the new one, never a half-written one.
+// Hard links (planner.ts): an `anchor` op puts the real file of an inode record under a name of
+// the plan's own in the workspace root (`.cpfs-link-<plan>-<ino>`), a `link` op links a name
+// to it (link to a temporary name, renamed into place). Anchors stay until the plan has
+// committed (run.ts removes them), so a plan finished after a crash still finds them.
 import * as fs from 'node:fs'
 import { spawnSync } from 'node:child_process'
 import type { Origin } from '../overlay/origin.js'
@@ -10,7 +14,7 @@ import { CpfsError } from '../errors.js'
 import { isZero, type ChunkStore } from '../store/chunks.js'
 import { CHUNK_SIZE } from '../store/entries.js'
 import { lstatReal } from '../overlay/real.js'
-import type { PlanOp, Times } from './planner.js'
+import type { AnchorOp, Attrs, PlanOp, Times } from './planner.js'
 import { AT_FDCWD, AT_SYMLINK_NOFOLLOW, native } from '../native/index.js'
 import { toSecNs, type Kind } from '../store/entries.js'
 
@@ -54,6 +58,21 @@ export interface ApplyOptions {
   prints?: Map<string, Fingerprint>
 }
 
+/** The real path of a plan's anchor for inode record ino. */
+export function anchorPath (origin: Origin, planId: string, ino: number): string {
+  return origin.realPath(`/.cpfs-link-${planId}-${ino}`)
+}
+
+/** Remove the anchors of a plan's ops (after it committed, or rolled back). */
+export function removeAnchors (origin: Origin, ops: PlanOp[], planId: string): void {
+  for (const op of ops) {
+    if (op.op !== 'anchor') continue
+    try {
+      fs.rmSync(anchorPath(origin, planId, op.ino), { force: true })
+    } catch {}
+  }
+}
+
 function tmpName (origin: Origin, p: string, planId: string, index: number): string {
   const dir = parentOf(p)
   return origin.realPath(dir === '/' ? `/.cpfs-tmp-${planId}-${index}` : `${dir}/.cpfs-tmp-${planId}-${index}`)
@@ -82,8 +101,12 @@ function setXattrs (path: string, want: Record<string, Buffer> | undefined): voi
 
 /** Write a plan's content into the existing file at p (same inode): data, holes, size, attributes. */
 function rewriteInPlace (origin: Origin, chunks: ChunkStore, p: string, op: Extract<PlanOp, { op: 'write' }>): number {
+  return rewriteFile(origin.realPath(p), chunks, op)
+}
+
+function rewriteFile (path: string, chunks: ChunkStore, op: { size: number, data?: Array<[number, string]>, mode: number, atime: number, atimeNs: number, mtime: number, mtimeNs: number } & Attrs): number {
   const PUNCH = 0x02 | 0x01 // FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
-  const fd = fs.openSync(origin.realPath(p), fs.constants.O_RDWR | fs.constants.O_NOFOLLOW)
+  const fd = fs.openSync(path, fs.constants.O_RDWR | fs.constants.O_NOFOLLOW)
   let written = 0
   try {
     const zero = (from: number, to: number) => {
@@ -106,7 +129,7 @@ function rewriteInPlace (origin: Origin, chunks: ChunkStore, p: string, op: Extr
     zero(at, op.size)
     if (canChown) fs.fchownSync(fd, op.uid, op.gid)
     fs.fchmodSync(fd, op.mode)
-    setXattrs(origin.realPath(p), op.x)
+    setXattrs(path, op.x)
     const a = toSecNs(op.atime, op.atimeNs)
     const m = toSecNs(op.mtime, op.mtimeNs)
     native.futimens(fd, a.sec, a.nsec, m.sec, m.nsec)
@@ -114,6 +137,96 @@ function rewriteInPlace (origin: Origin, chunks: ChunkStore, p: string, op: Extr
     fs.closeSync(fd)
   }
   return written
+}
+
+/**
+ * Write a new file's content at path (created, or truncated): only data, every chunk left out
+ * stays a hole. Owner, mode, xattrs and times follow.
+ */
+function writeNew (path: string, chunks: ChunkStore, op: { path: string, size: number, data?: Array<[number, string]>, mode: number, atime: number, atimeNs: number, mtime: number, mtimeNs: number } & Attrs, readContent: ApplyOptions['readContent'] | undefined): number {
+  let bytes = 0
+  const fd = fs.openSync(path, fs.constants.O_RDWR | fs.constants.O_CREAT | fs.constants.O_TRUNC | fs.constants.O_NOFOLLOW, 0o600)
+  try {
+    if (op.data) {
+      for (const [idx, hex] of op.data) {
+        const data = chunks.get(Buffer.from(hex, 'hex'))
+        writeAll(fd, data, idx * CHUNK_SIZE)
+        bytes += data.length
+      }
+    } else if (readContent) {
+      const read = readContent(op as Extract<PlanOp, { op: 'write' }>)
+      const buf = Buffer.alloc(CHUNK_SIZE)
+      for (let pos = 0; pos < op.size; pos += CHUNK_SIZE) {
+        const n = Math.min(CHUNK_SIZE, op.size - pos)
+        buf.fill(0)
+        read(buf, 0, n, pos)
+        if (isZero(buf.subarray(0, n))) continue
+        writeAll(fd, buf.subarray(0, n), pos)
+        bytes += n
+      }
+    }
+    fs.ftruncateSync(fd, op.size)
+    if (process.env.CPFS_TEST_CORRUPT_WRITE === op.path && op.size > 0) {
+      // Test hook: flip one byte so the tests can show that verification catches it.
+      const b = Buffer.alloc(1)
+      fs.readSync(fd, b, 0, 1, 0)
+      b[0] ^= 0xff
+      fs.writeSync(fd, b, 0, 1, 0)
+    }
+    if (canChown) fs.fchownSync(fd, op.uid, op.gid) // before chmod: chown clears set-id bits
+    fs.fchmodSync(fd, op.mode)
+    setXattrs(path, op.x)
+    const a = toSecNs(op.atime, op.atimeNs)
+    const m = toSecNs(op.mtime, op.mtimeNs)
+    native.futimens(fd, a.sec, a.nsec, m.sec, m.nsec)
+  } finally {
+    fs.closeSync(fd)
+  }
+  return bytes
+}
+
+/**
+ * An inode record's real file under its anchor name: a link to the real file at op.from (its
+ * content rewritten in place unless the plan knows it is the same), or a new file; then its
+ * owner, mode, xattrs and times. Idempotent: an anchor that exists is the plan's own.
+ */
+function makeAnchor (origin: Origin, chunks: ChunkStore, op: AnchorOp, planId: string, index: number, readContent: ApplyOptions['readContent'] | undefined): number {
+  const anchor = anchorPath(origin, planId, op.ino)
+  let bytes = 0
+  let fresh = false
+  if (!fs.lstatSync(anchor, { throwIfNoEntry: false })) {
+    const real = op.from !== undefined ? lstatReal(origin, op.from) : null
+    if (real && real.type === op.type && (op.type !== 'l' || real.target === op.target) && (op.type !== 'n' || (real.fmt === op.fmt && real.rdev === op.rdev))) {
+      fs.linkSync(origin.realPath(op.from!), anchor) // link(2) never follows a symlink
+    } else {
+      // A new file, made under a temporary name first so that the anchor is never half written.
+      const tmp = tmpName(origin, '/x', planId, index)
+      fs.rmSync(tmp, { force: true })
+      if (op.type === 'f') bytes += writeNew(tmp, chunks, op, readContent)
+      else if (op.type === 'l') fs.symlinkSync(op.target!, tmp)
+      else native.mknodat(AT_FDCWD, tmp, op.fmt! | (op.mode & 0o777), op.rdev!)
+      fs.renameSync(tmp, anchor)
+      fresh = true
+    }
+  }
+  if (op.type === 'f') {
+    if (!fresh && !op.same) bytes += rewriteFile(anchor, chunks, op)
+    else if (!fresh) setFileAttrs(anchor, op)
+    return bytes
+  }
+  if (canChown) fs.lchownSync(anchor, op.uid, op.gid)
+  if (op.type === 'n') fs.chmodSync(anchor, op.mode)
+  setXattrs(anchor, op.x)
+  setTimes(anchor, op)
+  return bytes
+}
+
+/** Owner, mode, xattrs and times of an existing regular file. */
+function setFileAttrs (path: string, op: { mode: number } & Times & Attrs): void {
+  if (canChown) fs.chownSync(path, op.uid, op.gid)
+  fs.chmodSync(path, op.mode)
+  setXattrs(path, op.x)
+  setTimes(path, op)
 }
 
 function writeAll (fd: number, data: Buffer, pos: number): void {
@@ -200,44 +313,7 @@ export function applyOps (origin: Origin, chunks: ChunkStore, ops: PlanOp[], opt
           break
         }
         const tmp = tmpName(origin, p, opts.planId, index)
-        const fd = fs.openSync(tmp, fs.constants.O_RDWR | fs.constants.O_CREAT | fs.constants.O_TRUNC | fs.constants.O_NOFOLLOW, 0o600)
-        try {
-          // Only data is written: every chunk left out stays a hole, so sparse files stay sparse.
-          if (op.data) {
-            for (const [idx, hex] of op.data) {
-              const data = chunks.get(Buffer.from(hex, 'hex'))
-              writeAll(fd, data, idx * CHUNK_SIZE)
-              bytesWritten += data.length
-            }
-          } else if (opts.readContent) {
-            const read = opts.readContent(op)
-            const buf = Buffer.alloc(CHUNK_SIZE)
-            for (let pos = 0; pos < op.size; pos += CHUNK_SIZE) {
-              const n = Math.min(CHUNK_SIZE, op.size - pos)
-              buf.fill(0)
-              read(buf, 0, n, pos)
-              if (isZero(buf.subarray(0, n))) continue
-              writeAll(fd, buf.subarray(0, n), pos)
-              bytesWritten += n
-            }
-          }
-          fs.ftruncateSync(fd, op.size)
-          if (process.env.CPFS_TEST_CORRUPT_WRITE === p && op.size > 0) {
-            // Test hook: flip one byte so the tests can show that verification catches it.
-            const b = Buffer.alloc(1)
-            fs.readSync(fd, b, 0, 1, 0)
-            b[0] ^= 0xff
-            fs.writeSync(fd, b, 0, 1, 0)
-          }
-          if (canChown) fs.fchownSync(fd, op.uid, op.gid) // before chmod: chown clears set-id bits
-          fs.fchmodSync(fd, op.mode)
-          setXattrs(tmp, op.x)
-          const a = toSecNs(op.atime, op.atimeNs)
-          const m = toSecNs(op.mtime, op.mtimeNs)
-          native.futimens(fd, a.sec, a.nsec, m.sec, m.nsec)
-        } finally {
-          fs.closeSync(fd)
-        }
+        bytesWritten += writeNew(tmp, chunks, op, opts.readContent)
         const st = lstatReal(origin, p)
         if (st.type === 'd') removeReal(origin, p)
         fs.renameSync(tmp, origin.realPath(p))
@@ -273,6 +349,27 @@ export function applyOps (origin: Origin, chunks: ChunkStore, ops: PlanOp[], opt
         fs.renameSync(tmp, origin.realPath(p))
         break
       }
+      case 'anchor': {
+        bytesWritten += makeAnchor(origin, chunks, op, opts.planId, index, opts.readContent)
+        break
+      }
+      case 'link': {
+        const anchor = fs.lstatSync(anchorPath(origin, opts.planId, op.ino), { throwIfNoEntry: false })
+        if (!anchor) {
+          // Its anchor was left alone (another process changed the path it comes from).
+          skipped.push(p)
+          return
+        }
+        ensureParents(origin, p)
+        const st = lstatReal(origin, p)
+        if (st.type !== null && st.ino === Number(anchor.ino)) break
+        if (st.type === 'd') removeReal(origin, p)
+        const tmp = tmpName(origin, p, opts.planId, index)
+        fs.rmSync(tmp, { force: true })
+        fs.linkSync(anchorPath(origin, opts.planId, op.ino), tmp)
+        fs.renameSync(tmp, origin.realPath(p))
+        break
+      }
       case 'chmod': {
         const st = lstatReal(origin, p)
         // chmod follows symlinks: never apply it to one.
@@ -299,8 +396,8 @@ export function applyOps (origin: Origin, chunks: ChunkStore, ops: PlanOp[], opt
 /** Remove temporary files a crashed plan may have left (recovery). */
 export function cleanTemps (origin: Origin, ops: PlanOp[], planId: string): void {
   ops.forEach((op, index) => {
-    if (op.op !== 'write' && op.op !== 'symlink' && op.op !== 'mknod') return
-    const tmp = tmpName(origin, op.path, planId, index)
+    if (op.op !== 'write' && op.op !== 'symlink' && op.op !== 'mknod' && op.op !== 'link' && op.op !== 'anchor') return
+    const tmp = tmpName(origin, op.op === 'anchor' ? '/x' : op.path, planId, index)
     try {
       fs.rmSync(tmp, { force: true })
     } catch {}

@@ -10,9 +10,9 @@ import { View } from '../overlay/view.js'
 import type { Session } from '../session/session.js'
 import type { FileEntry } from '../store/entries.js'
 import { readEntry } from '../overlay/origin.js'
-import { applyOps } from './applier.js'
+import { applyOps, removeAnchors } from './applier.js'
 import { planViews } from './planner.js'
-import { expectOf, viewOf, type PlanSummary } from './run.js'
+import { expectOf, linkExpectations, viewOf, type PlanSummary } from './run.js'
 import { verifyPaths, type Expect } from './verifier.js'
 
 export interface ForkResult {
@@ -62,11 +62,13 @@ export async function forkView (session: Session, turn: number, destArg: string)
       return (b: Buffer, off: number, len: number, pos: number) => readEntry(e, session.chunks, b, off, len, pos,
         e.src === undefined ? null : (bb, o, l, p) => session.origin.read(e.src!, bb, o, l, p))
     }
-    for (const op of plan.ops) if (op.op === 'write') delete op.content
+    for (const op of plan.ops) if (op.op === 'write' || op.op === 'anchor') delete op.content
     const applied = applyOps(destOrigin, session.chunks, plan.ops, { planId: 'fork', readContent })
     const expect = new Map<string, Expect>()
     for (const op of plan.ops) expect.set(op.path, expectOf(session, target, op.path, new Map(), false))
+    linkExpectations(plan.ops, expect)
     const result = verifyPaths(destOrigin, expect)
+    removeAnchors(destOrigin, plan.ops, 'fork')
     if (result.mismatches.length) {
       const shown = result.mismatches.slice(0, 5).map(m => `${m.path.slice(1)} (${m.why})`).join(', ')
       throw new CpfsError('VERIFY_FAILED', `verification of the fork failed: ${shown}`, 'check the disk holding ' + parent)

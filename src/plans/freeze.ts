@@ -9,6 +9,7 @@ import type { Session } from '../session/session.js'
 import type { BatchOp } from '../store/keys.js'
 import { capture } from './capture.js'
 import { fingerprintDrift } from '../store/fingerprints.js'
+import { isInoKey } from '../store/entries.js'
 
 export async function freezeOrigin (session: Session): Promise<number> {
   const meta = session.meta
@@ -21,8 +22,9 @@ export async function freezeOrigin (session: Session): Promise<number> {
     let layer = session.layers.get(id)
     if (!layer) session.layers.set(id, layer = await session.store.loadLayer(id))
     for (const [p, e] of layer) {
-      files.add(p)
+      if (!isInoKey(p)) files.add(p)
       if (e.t === 'f' && e.src !== undefined) files.add(e.src)
+      if (e.t !== 'w' && e.t !== 'h' && e.o !== undefined) files.add(e.o)
       if (e.t === 'd' && e.redirect !== undefined) trees.add(e.redirect)
     }
   }

@@ -5,9 +5,16 @@
 // opaque or redirected (rm -rf + mkdir, a moved directory) is compared child by child.
 // Order: a path's removal comes before what replaces it, parents before children, and
 // directory modes last (deepest first) so that a read-only directory does not block writes.
-import { srcBytes, type FileEntry, type Kind, type NodeEntry } from '../store/entries.js'
+//
+// Hard links: the names of an inode record (store/entries.ts) become real hard links of one
+// file. For each record the plan touches, an `anchor` op (first in the plan, before anything
+// is removed) gives the applier that file under a temporary name: the real file one of its
+// names already is (linked, then rewritten in place if its content changed, so real names the
+// history does not list, outside the workspace too, keep sharing it), or a new one. `link` ops
+// (after every other change but directory modes) then make each name a link to it.
+import { inoOfKey, isInoKey, srcBytes, type FileEntry, type Kind, type NodeEntry } from '../store/entries.js'
 import { ancestors, join } from '../overlay/paths.js'
-import { resolvedType, type Resolved, type View } from '../overlay/view.js'
+import { isLinked, resolvedType, type Resolved, type View } from '../overlay/view.js'
 
 export type Content =
   | { from: 'entry', entry: FileEntry }
@@ -20,6 +27,29 @@ export type PlanOp =
   | { op: 'symlink', path: string, target: string } & Partial<Times> & Attrs
   | { op: 'chmod', path: string, mode: number } & Partial<Times> & Attrs
   | { op: 'mknod', path: string, fmt: number, rdev: number, mode: number } & Times & Attrs
+  | AnchorOp
+  | { op: 'link', path: string, ino: number }
+
+/**
+ * The real file behind inode record `ino`, under a temporary name for the plan: a link to the
+ * real file at `from` (a name it already has; its content rewritten in place unless `same`), or
+ * a new file. `path` is `from`, or the first name when there is none. Then its state is set.
+ */
+export type AnchorOp = {
+  op: 'anchor'
+  path: string
+  ino: number
+  type: Kind
+  from?: string
+  same?: boolean
+  mode: number
+  size: number
+  content?: Content
+  data?: Array<[number, string]>
+  target?: string
+  fmt?: number
+  rdev?: number
+} & Times & Attrs
 
 /** Owner and extended attributes a plan sets (x: the whole set; absent = none). */
 export interface Attrs {
@@ -78,6 +108,7 @@ function contentOf (r: Resolved): Content {
 }
 
 function inoOf (r: Resolved): number {
+  if (isInoKey(r.key)) return inoOfKey(r.key)
   return r.kind === 'upper' ? r.entry.ino : r.stat.ino
 }
 
@@ -101,6 +132,11 @@ function linkTarget (v: View, r: Resolved): string {
 /** True when both sides surely hold the same bytes; false when unsure (prepare decides). */
 function sameBytes (e: Resolved, t: Resolved): boolean {
   if (e.kind === 'origin' && t.kind === 'origin') return e.originPath === t.originPath
+  if (e.kind === 'origin' && t.kind === 'upper' && 'nlink' in e.stat) {
+    // A copy-up whose bytes are all still the origin file's (a chmod, a link).
+    const b = t.entry as FileEntry
+    return b.src === e.originPath && b.chunks.size === 0 && b.size === e.stat.size && srcBytes(b) === b.size
+  }
   if (e.kind === 'upper' && t.kind === 'upper') {
     if (e.entry === t.entry) return true
     const a = e.entry as FileEntry
@@ -120,11 +156,28 @@ function deepDir (v: View, p: string): boolean {
   return e !== undefined && e.t === 'd' && (e.opaque === 1 || e.redirect !== undefined)
 }
 
+/** Every path that names inode record `key` in view v (its name entries, and the real path it came from). */
+function namesIn (v: View, key: string): string[] {
+  const out = v.namesOf(inoOfKey(key))
+  const rec = v.record(key)
+  if (rec?.o !== undefined && !out.includes(rec.o) && v.resolve(rec.o)?.key === key) out.push(rec.o)
+  return out
+}
+
 export function planViews (expected: View, target: View, touched: Iterable<string>, opts: { full?: boolean } = {}): Plan {
   const ops: PlanOp[] = []
   // Directory modes and times are set last: writing children would move the times again.
   const dirModes: Array<{ path: string, mode: number } & Partial<Times> & Attrs> = []
-  const touchedSet = new Set(touched)
+  const touchedSet = new Set<string>()
+  const records = new Set<string>()
+  for (const p of touched) {
+    if (isInoKey(p)) records.add(p)
+    else touchedSet.add(p)
+  }
+  // A touched inode record touches every name it has, before and after.
+  for (const key of records) for (const v of [expected, target]) for (const n of namesIn(v, key)) touchedSet.add(n)
+  /** Target names of each inode record met, by key. */
+  const groups = new Map<string, Set<string>>()
   const interesting = new Set<string>()
   for (const p of touchedSet) {
     interesting.add(p)
@@ -150,7 +203,17 @@ export function planViews (expected: View, target: View, touched: Iterable<strin
     return x.uid === y.uid && x.gid === y.gid && sameXattrs(xattrsOf(expected, e), xattrsOf(target, t))
   }
 
+  /** A name of an inode record is linked to the record's real file at the end. */
+  const linkLater = (p: string, t: Resolved): boolean => {
+    if (t.kind !== 'upper' || !isLinked(t)) return false
+    let names = groups.get(t.key)
+    if (!names) groups.set(t.key, names = new Set())
+    names.add(p)
+    return true
+  }
+
   const create = (p: string, t: Resolved): void => {
+    if (linkLater(p, t)) return
     const type = resolvedType(t)
     if (type === 'd') {
       ops.push({ op: 'mkdir', path: p })
@@ -173,6 +236,11 @@ export function planViews (expected: View, target: View, touched: Iterable<strin
     const e = expected.resolve(p)
     const t = target.resolve(p)
     if (!e && !t) return
+    if (t && linkLater(p, t)) {
+      // Only a directory in the link's way must go first (a link replaces anything else atomically).
+      if (e && resolvedType(e) === 'd') ops.push({ op: 'remove', path: p, type: 'd' })
+      return
+    }
     if (!t) {
       ops.push({ op: 'remove', path: p, type: resolvedType(e!) })
       return
@@ -183,15 +251,19 @@ export function planViews (expected: View, target: View, touched: Iterable<strin
     }
     const et = resolvedType(e)
     const tt = resolvedType(t)
-    if (et !== tt) {
+    // p was a name of an inode record and is a file of its own now: it leaves that real file
+    // (a new file, never a rewrite in place, which would change the record's other names).
+    const leaves = e.kind === 'upper' && isLinked(e) && e.key !== t.key
+    if (et !== tt || (leaves && tt !== 'f')) {
       ops.push({ op: 'remove', path: p, type: et })
       create(p, t)
       return
     }
     if (tt === 'f') {
-      if (!sameBytes(e, t)) {
+      if (!sameBytes(e, t) || leaves) {
         // The same file with new content: `ino` lets the applier keep the real file's hard links.
-        ops.push({ op: 'write', path: p, mode: modeOf(t), size: sizeOf(t), ...timesOf(t), ...attrsOf(target, t), content: contentOf(t), ifDiffers: true, ino: inoOf(t) })
+        if (leaves) ops.push({ op: 'write', path: p, mode: modeOf(t), size: sizeOf(t), ...timesOf(t), ...attrsOf(target, t), content: contentOf(t) })
+        else ops.push({ op: 'write', path: p, mode: modeOf(t), size: sizeOf(t), ...timesOf(t), ...attrsOf(target, t), content: contentOf(t), ifDiffers: true, ino: inoOf(t) })
       } else if (modeOf(e) !== modeOf(t) || !sameOwner(e, t)) {
         ops.push({ op: 'chmod', path: p, mode: modeOf(t), ...attrsOf(target, t) })
       }
@@ -229,10 +301,56 @@ export function planViews (expected: View, target: View, touched: Iterable<strin
   }
 
   visit('/', Boolean(opts.full))
+  const anchors: PlanOp[] = []
+  for (const [key, names] of [...groups].sort((a, b) => a[0] < b[0] ? -1 : 1)) {
+    const anchor = anchorOf(expected, target, key, [...names].sort())
+    if (!anchor) continue
+    anchors.push(anchor)
+    for (const n of [...names].sort()) ops.push({ op: 'link', path: n, ino: anchor.ino })
+  }
   dirModes.sort((a, b) => b.path.length - a.path.length)
   for (const d of dirModes) ops.push({ op: 'chmod', ...d })
-  return { ops }
+  return { ops: [...anchors, ...ops] }
 }
+
+/**
+ * The anchor op of inode record `key`, whose target names are `names`. Its real file is one a
+ * name already is in `expected`: a name of the same record, the real path it came from, or the
+ * file that became the record (the same inode number, which link() keeps).
+ */
+function anchorOf (expected: View, target: View, key: string, names: string[]): AnchorOp | null {
+  const rec = target.record(key)
+  if (!rec) return null
+  const ino = inoOfKey(key)
+  const candidates = [...new Set([...names, ...namesIn(expected, key), ...(rec.o !== undefined ? [rec.o] : [])])]
+  let from: string | undefined
+  let fromRes: Resolved | null = null
+  for (const c of candidates) {
+    const r = expected.resolve(c)
+    if (r && resolvedType(r) === rec.t && inoOf(r) === ino) {
+      from = c
+      fromRes = r
+      break
+    }
+  }
+  const t: Resolved = { kind: 'upper', entry: rec, key }
+  const path = from ?? names[0]
+  if (path === undefined) return null
+  const op: AnchorOp = { op: 'anchor', path, ino, type: rec.t, mode: rec.mode & 0o7777, size: 0, ...timesOf(t), ...attrsOf(target, t) }
+  if (from !== undefined) op.from = from
+  if (rec.t === 'f') {
+    op.size = rec.size
+    op.content = { from: 'entry', entry: rec }
+    if (fromRes && sameBytes(fromRes, t)) op.same = true
+  } else if (rec.t === 'l') {
+    op.target = rec.target
+  } else if (rec.t === 'n') {
+    op.fmt = rec.fmt
+    op.rdev = rec.rdev
+  }
+  return op
+}
+
 
 /** Paths whose state may differ between two stacks: every path a non-shared layer touched. */
 export function touchedPaths (layersA: Array<Map<string, unknown>>, layersB: Array<Map<string, unknown>>): Set<string> {

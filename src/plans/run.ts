@@ -18,9 +18,9 @@ import type { Origin } from '../overlay/origin.js'
 import { fingerprintDrift, fingerprintOf } from '../store/fingerprints.js'
 import type { Session, StackChange } from '../session/session.js'
 import { decode, encode } from '../store/codec.js'
-import type { Entry, FileEntry } from '../store/entries.js'
+import { isInoKey, type Entry, type FileEntry } from '../store/entries.js'
 import { JOURNAL_KEY, type BatchOp } from '../store/keys.js'
-import { applyOps, cleanTemps, fingerprint, type Fingerprint } from './applier.js'
+import { applyOps, cleanTemps, fingerprint, removeAnchors, type Fingerprint } from './applier.js'
 import { planViews, touchedPaths, type Content, type PlanOp } from './planner.js'
 import { lstatReal, type RealState } from '../overlay/real.js'
 import { realContent, sameContent, viewContent, type Sparse } from './content.js'
@@ -185,7 +185,7 @@ function crashHook (index: number): void {
 export async function runPlan (session: Session, expected: View, target: View, touched: Set<string>, opts: RunOptions): Promise<PlanSummary> {
   // Containment: a recorded path with '..', an empty or '.' component, or NUL never reaches
   // the real directory, whatever the history says.
-  const unsafe = [...touched].filter(p => !isSafePath(p)).map(p => JSON.stringify(p))
+  const unsafe = [...touched].filter(p => !isInoKey(p) && !isSafePath(p)).map(p => JSON.stringify(p))
   if (unsafe.length) {
     throw new CpfsError('UNSAFE_PATH', `the history holds paths that would leave the workspace: ${unsafe.slice(0, 3).join(', ')}`, 'the store was tampered with; nothing was changed')
   }
@@ -229,7 +229,17 @@ function materialise (session: Session, target: View, planned: PlanOp[]): { ops:
   const origin = session.origin
   const contents = new Map<string, Sparse>()
   const ops: PlanOp[] = []
+  const anchorData = new Map<number, Sparse>()
   for (const op of planned) {
+    if (op.op === 'anchor' && op.content) {
+      op.data = viewContent(origin, session.chunks, op.content, op.size)
+      delete op.content
+      anchorData.set(op.ino, op.data)
+    }
+    if (op.op === 'link') {
+      const data = anchorData.get(op.ino)
+      if (data) contents.set(op.path, data)
+    }
     if (op.op === 'write') {
       op.data = viewContent(origin, session.chunks, op.content!, op.size)
       delete op.content
@@ -246,7 +256,26 @@ function materialise (session: Session, target: View, planned: PlanOp[]): { ops:
   const expect = new Map<string, Expect>()
   for (const op of ops) expect.set(op.path, { type: null })
   for (const p of expect.keys()) expect.set(p, expectOf(session, target, p, contents))
+  linkExpectations(ops, expect)
   return { ops, expect }
+}
+
+/**
+ * Names linked to one inode record: the first is checked in full, every other one for being the
+ * same real inode as the first (content is read once).
+ */
+export function linkExpectations (ops: PlanOp[], expect: Map<string, Expect>): void {
+  const first = new Map<number, string>()
+  for (const op of ops) {
+    if (op.op !== 'link') continue
+    const f = first.get(op.ino)
+    const want = expect.get(op.path)
+    if (f === undefined) first.set(op.ino, op.path)
+    else if (want && want.type !== null) {
+      want.linkOf = f
+      delete want.data
+    }
+  }
 }
 
 /**
@@ -268,6 +297,8 @@ async function rollBack (session: Session, j: Journal): Promise<void> {
   if (batch.length) await session.store.batch(batch, true)
   applyOps(origin, session.chunks, ops, { planId: j.id + 'b' })
   const result = verifyPaths(origin, expect)
+  removeAnchors(origin, ops, j.id + 'b')
+  removeAnchors(origin, j.ops, j.id)
   if (result.mismatches.length) {
     const shown = result.mismatches.slice(0, 5).map(m => `${m.path.slice(1) || '.'} (${m.why})`).join(', ')
     throw new Error(`the roll-back did not verify: ${shown}`)
@@ -334,6 +365,7 @@ async function finish (session: Session, j: Journal, recovered: boolean, prints?
   const expect = new Map(j.expect.filter(([p]) => !skipped.some(q => p === q || p.startsWith(q + '/'))))
   const result = verifyPaths(origin, expect)
   if (result.mismatches.length) {
+    removeAnchors(origin, j.ops, j.id)
     await session.store.batch([{ type: 'del', key: JOURNAL_KEY }], true)
     const shown = result.mismatches.slice(0, 5).map(m => `${m.path.slice(1) || '.'} (${m.why})`).join(', ')
     throw new CpfsError('VERIFY_FAILED', `verification failed after applying: ${shown}`, 'the store still holds every version; check the disk, then run the command again')
@@ -341,10 +373,14 @@ async function finish (session: Session, j: Journal, recovered: boolean, prints?
   // Skipped paths keep the other process's version: for the store they are drift now, which
   // the next plan that touches them reports (and --force replaces).
   recordFingerprints(session, expect.keys(), j.ops.filter(o => o.op === 'remove' && o.type === 'd').map(o => o.path))
+  const anchors = j.ops.some(o => o.op === 'anchor')
   await commitPlan(session, j.targetStack, j.after, [
     { type: 'del', key: JOURNAL_KEY },
-    skipped.length ? { type: 'put', key: SKIPPED_KEY, value: encode(skipped) } : { type: 'del', key: SKIPPED_KEY }
+    skipped.length ? { type: 'put', key: SKIPPED_KEY, value: encode(skipped) } : { type: 'del', key: SKIPPED_KEY },
+    // The anchors go once committed; a crash in between leaves this note for the next command.
+    ...(anchors ? [{ type: 'put' as const, key: ANCHORS_KEY, value: encode({ id: j.id, ops: j.ops.filter(o => o.op === 'anchor') }) }] : [])
   ])
+  if (anchors) await dropAnchors(session)
   const summary: PlanSummary = {
     ops: applied.done,
     verified: result.verified,
@@ -359,8 +395,21 @@ async function finish (session: Session, j: Journal, recovered: boolean, prints?
   return summary
 }
 
+/** Store key of the anchors (hard links) a committed plan still has to remove. */
+const ANCHORS_KEY = 'a'
+
+/** Remove the anchors a committed plan left (applier.ts), then forget them. */
+async function dropAnchors (session: Session): Promise<void> {
+  const raw = session.store.getSync(ANCHORS_KEY)
+  if (!raw) return
+  const { id, ops } = decode<{ id: string, ops: PlanOp[] }>(raw)
+  removeAnchors(session.origin, ops, id)
+  await session.store.batch([{ type: 'del', key: ANCHORS_KEY }], true)
+}
+
 /** Finish a plan that a crash interrupted; null when there was none. */
 export async function recover (session: Session): Promise<PlanSummary | null> {
+  await dropAnchors(session)
   const raw = session.store.getSync(JOURNAL_KEY)
   if (!raw) return null
   const j = decode<Journal>(raw)

@@ -22,6 +22,8 @@ export interface Expect {
   gid?: number
   /** Extended attributes, the whole set (undefined: not checked). */
   x?: Record<string, Buffer> | null
+  /** A hard link: the same real inode as this path (whose content is checked instead). */
+  linkOf?: string
 }
 
 export interface VerifyResult {
@@ -47,6 +49,10 @@ function compare (origin: Origin, p: string, st: ReturnType<typeof lstatReal>, w
   if (want.type === 'n' && (st.fmt !== want.fmt || st.rdev !== want.rdev)) return `node type ${st.fmt.toString(8)}:${st.rdev}, expected ${want.fmt!.toString(8)}:${want.rdev}`
   if (want.x !== undefined && !sameXattrs(realXattrs(origin.realPath(p)), want.x ?? undefined)) return 'extended attributes differ'
   if (want.uid !== undefined && (st.uid !== want.uid || st.gid !== want.gid)) return `owner ${st.uid}:${st.gid}, expected ${want.uid}:${want.gid}`
+  if (want.linkOf !== undefined) {
+    const other = lstatReal(origin, want.linkOf)
+    if (other.type === null || other.ino !== st.ino) return `is not a hard link of ${want.linkOf.slice(1)}`
+  }
   if (want.type === 'f') {
     if (want.size !== undefined && st.size !== want.size) return `size ${st.size}, expected ${want.size}`
     if (want.data && !sameContent(realContent(origin, p, null).data, want.data)) return 'content differs'

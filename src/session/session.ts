@@ -15,7 +15,7 @@ import { Overlay } from '../overlay/overlay.js'
 import { View } from '../overlay/view.js'
 import { ChunkStore } from '../store/chunks.js'
 import { decode, encode, encodeEntry } from '../store/codec.js'
-import { chunkLen, type Entry } from '../store/entries.js'
+import { chunkLen, inoOfKey, isInoKey, type Entry } from '../store/entries.js'
 import { entryKey, turnKey, type BatchOp } from '../store/keys.js'
 import { Store, type TurnRecord } from '../store/store.js'
 import { reserveBytes } from '../config.js'
@@ -239,7 +239,14 @@ export class Session {
   private changed (p: string): void {
     this.collecting?.add(p)
     this.dirtyPaths.add(p)
-    if (!this.fingerprints.has(p)) this.noteReal(p)
+    if (isInoKey(p)) {
+      // An inode record: the real path it came from is what the history depends on.
+      const rec = this.overlay.head.get(p)
+      const o = rec && rec.t !== 'w' && rec.t !== 'h' ? rec.o : undefined
+      if (o !== undefined && !this.fingerprints.has(o)) this.noteReal(o)
+    } else if (!this.fingerprints.has(p)) {
+      this.noteReal(p)
+    }
     this.schedule()
   }
 
@@ -676,11 +683,33 @@ export class Session {
       let files = 0
       let bytes = 0
       const changes: TurnInfo['changes'] = []
+      const listed = new Set<string>()
+      const records: Array<[number, Entry]> = []
       for (const [p, e] of entries) {
+        if (e.t === 'f') for (const [idx, c] of e.chunks) if (c) bytes += chunkLen(e.size, idx)
+        if (isInoKey(p)) {
+          records.push([inoOfKey(p), e])
+          continue
+        }
         if (e.t === 'd' && e.n !== 1 && !e.redirect) continue
         files++
+        listed.add(p)
         changes.push({ path: p, change: e.t === 'w' ? 'deleted' : e.n === 1 ? 'added' : 'modified' })
-        if (e.t === 'f') for (const [idx, c] of e.chunks) if (c) bytes += chunkLen(e.size, idx)
+      }
+      // An inode record changed (a write through a hard link): its names changed.
+      if (records.length) {
+        const view = View.build(this.origin, this.meta.stack.slice(0, i + 1).map(id => this.layers.get(id) ?? new Map()))
+        for (const [ino, e] of records) {
+          const names = view.namesOf(ino)
+          const o = e.t !== 'w' && e.t !== 'h' ? e.o : undefined
+          if (o !== undefined && view.resolve(o)?.key === '#' + ino) names.push(o)
+          for (const p of names) {
+            if (listed.has(p)) continue
+            listed.add(p)
+            files++
+            changes.push({ path: p, change: 'modified' })
+          }
+        }
       }
       changes.sort((a, b) => a.path < b.path ? -1 : 1)
       out.push({

@@ -17,6 +17,15 @@
 //    to 10 TiB costs nothing. Files are limited to MAX_FILE_SIZE (ext4's 16 TiB).
 //  - `n` marks an entry of the head layer whose path did not exist when the turn began:
 //    removing it needs no whiteout.
+//  - Hard links: a file (or symlink, FIFO, socket, device) with more than one name lives in an
+//    inode record, a layer record keyed `#<ino>` (inoKey) rather than by a path. It holds the
+//    whole state (content, mode, owner, times, xattrs) plus `links`, the number of names it has
+//    (names outside the workspace included, for a real file that had them). Each name is a
+//    link entry ('h') that points at the record. Records change per layer like any entry, so a
+//    rewind drops a link, a write through one name or its nlink together, in one step.
+//    A real (lower) file that already has several names is keyed by its real inode number: a
+//    record `#<real ino>` then also serves every real name of that file that has no entry of
+//    its own (View.resolve). cpfs's own inode numbers start at 2^52, so the two never meet.
 
 export const CHUNK_SIZE = 64 * 1024
 /** The largest file cpfs holds (ext4's limit with 4 KiB blocks); beyond it, EFBIG. */
@@ -40,6 +49,10 @@ export interface Meta {
   n?: 1
   /** Extended attributes (name → value), copied from the origin at copy-up; absent = none. */
   x?: Record<string, Buffer>
+  /** Inode records only: how many names (links) the inode has, its st_nlink. */
+  links?: number
+  /** Inode records made from a real file: the origin path it was first reached by. */
+  o?: string
 }
 
 export interface FileEntry extends Meta {
@@ -76,8 +89,28 @@ export interface Whiteout {
   n?: 1
 }
 
-export type Entry = FileEntry | DirEntry | LinkEntry | NodeEntry | Whiteout
+/** One name of an inode record (a hard link): the state is the record's, at inoKey(ino). */
+export interface NameEntry {
+  t: 'h'
+  ino: number
+  n?: 1
+}
+
+export type Entry = FileEntry | DirEntry | LinkEntry | NodeEntry | Whiteout | NameEntry
 export type LiveEntry = FileEntry | DirEntry | LinkEntry | NodeEntry
+
+/** The layer key of inode ino's record. Paths start with '/', so the two kinds of key never meet. */
+export function inoKey (ino: number): string {
+  return '#' + ino
+}
+
+export function isInoKey (key: string): boolean {
+  return key.charCodeAt(0) === 35 // '#'
+}
+
+export function inoOfKey (key: string): number {
+  return Number(key.slice(1))
+}
 
 export const S_IFMT = 0o170000
 export const S_IFREG = 0o100000

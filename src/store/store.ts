@@ -14,11 +14,12 @@ export type { BatchOp } from './keys.js'
 
 export interface StoreMeta {
   /**
-   * 2: sparse chunk maps, nanosecond times, xattrs, fingerprints (cpfs 0.2). Stores of version 1
-   * are read (entries are converted as they load) and become version 2 at their next write, so
-   * that an older cpfs refuses them instead of misreading them.
+   * 2: sparse chunk maps, nanosecond times, xattrs, fingerprints (cpfs 0.2).
+   * 3: hard links — inode records (`#<ino>` keys) and name entries ('h'), see entries.ts.
+   * Stores of versions 1 and 2 are read (entries are converted as they load) and become version
+   * 3 at their next write, so that an older cpfs refuses them instead of misreading them.
    */
-  version: 1 | 2
+  version: 1 | 2 | 3
   workspace: string
   /** Layer ids of turns 1..head; the last one is the head layer. */
   stack: number[]
@@ -102,25 +103,25 @@ export class Store {
     }
     const raw = store.db.getSync(META_KEY)
     if (raw) {
-      // (version checked below; a version-1 store is upgraded in memory and saved as 2 with its next batch)
+      // (version checked below; an older store is upgraded in memory and saved as 3 with its next batch)
       try {
         store.meta = decode<StoreMeta>(raw)
       } catch (err) {
         await store.close()
         throw new CpfsError('STORE_CORRUPT', `store ${path} has unreadable metadata`, 'move it aside and mount again; the real directory is unchanged', { cause: err })
       }
-      if ((store.meta.version !== 1 && store.meta.version !== 2) || !Array.isArray(store.meta.stack)) {
+      if (![1, 2, 3].includes(store.meta.version) || !Array.isArray(store.meta.stack)) {
         await store.close()
         throw new CpfsError('STORE_CORRUPT', `store ${path} has metadata this version does not understand`, 'upgrade cpfs, or move the store aside')
       }
-      store.meta.version = 2
+      store.meta.version = 3
     } else {
       if (!opts.create) {
         await store.close()
         throw new CpfsError('NO_HISTORY', `no cpfs history for ${opts.workspace}`, `run cpfs mount ${opts.workspace} first`)
       }
       const now = Date.now()
-      store.meta = { version: 2, workspace: opts.workspace, stack: [1], redo: [], applied: [], nextLayer: 2, nextIno: FIRST_INO, createdAt: now }
+      store.meta = { version: 3, workspace: opts.workspace, stack: [1], redo: [], applied: [], nextLayer: 2, nextIno: FIRST_INO, createdAt: now }
       const turn: TurnRecord = { layer: 1, openedAt: now }
       await store.db.batch([
         { type: 'put', key: META_KEY, value: encode(store.meta) },
