@@ -1,5 +1,8 @@
-// A history written by cpfs 0.1 (dense chunk lists in which 1 meant "the same bytes as the
-// origin file", millisecond times, store version 1) still reads, mounts and applies byte-exact.
+// Histories written by older cpfs still read, mount and apply byte-exact: cpfs 0.1 (dense chunk
+// lists in which 1 meant "the same bytes as the origin file", millisecond times, store version
+// 1) and cpfs 0.2 (sparse chunk maps, ns times, store version 2, hard links as copies). And a
+// name longer than the real directory takes (cpfs 0.1 and 0.2 accepted any length) is refused
+// up front by the plan, with one line, changing nothing.
 import t from 'tap'
 import * as fs from 'node:fs'
 import { createHash } from 'node:crypto'
@@ -50,5 +53,84 @@ if (fuseAvailable(t)) {
     t.ok(fs.readFileSync(join(w.ws, 'new.txt')).equals(n))
     w.ok('rewind', '1', w.ws)
     t.ok(fs.readFileSync(join(w.ws, 'lower.bin')).equals(lower), 'and turn 1 rewinds to the original')
+  })
+
+  /** Register the workspace the way cpfs does, then replace its store with `records`, written by hand. */
+  async function oldStore (w: ReturnType<typeof workspace>, records: Array<{ key: string, value: Buffer }>): Promise<string> {
+    w.ok('mount', w.ws)
+    const store = JSON.parse(w.ok('status', w.ws, '--json')).store
+    w.ok('unmount', w.ws, '--discard')
+    fs.rmSync(store, { recursive: true })
+    fs.mkdirSync(store, { recursive: true })
+    const db = new ClassicLevel<string, Buffer>(join(store, 'db'), { keyEncoding: 'utf8', valueEncoding: 'buffer' })
+    await db.open()
+    await db.batch(records.map(r => ({ type: 'put' as const, ...r })), { sync: true })
+    await db.close()
+    return store
+  }
+
+  async function storeVersion (store: string): Promise<number> {
+    const db = new ClassicLevel<string, Buffer>(join(store, 'db'), { keyEncoding: 'utf8', valueEncoding: 'buffer' })
+    await db.open()
+    const m = packr.unpack(await db.get('m'))
+    await db.close()
+    return m.version
+  }
+
+  t.test('a version-2 store: an edit of a real file with two names, a chmod, a new file; applied with the real link kept', async t => {
+    const w = workspace(t, 'printf "L%.0s" $(seq 100000) > big && ln big big2 && echo x > x')
+    const bigIno = fs.statSync(join(w.ws, 'big')).ino
+    const now = Date.now()
+    const written = Buffer.alloc(CHUNK, 'W')
+    const hash = createHash('sha256').update(written).digest()
+    const meta = { mode: 0o644, uid: 0, gid: 0, atime: now, mtime: now, ctime: now, atimeNs: 5, mtimeNs: 6, ctimeNs: 7 }
+    const store = await oldStore(w, [
+      { key: 'm', value: packr.pack({ version: 2, workspace: w.ws, stack: [1], redo: [], applied: [], nextLayer: 2, nextIno: 2 ** 52 + 3, createdAt: now }) },
+      { key: 't0000000001', value: packr.pack({ layer: 1, openedAt: now }) },
+      // big (two real names): chunk 0 rewritten, the rest still the origin's (sparse map, src).
+      { key: 'e0000000001/big', value: packr.pack({ t: 'f', ...meta, ino: bigIno, size: 100000, src: '/big', srcSize: 100000, d: [0, hash] }) },
+      { key: 'e0000000001/x', value: packr.pack({ t: 'f', ...meta, mode: 0o600, ino: fs.statSync(join(w.ws, 'x')).ino, size: 2, src: '/x', srcSize: 2, d: [] }) },
+      { key: 'e0000000001/new', value: packr.pack({ t: 'f', ...meta, ino: 2 ** 52 + 1, size: CHUNK + 3, d: [0, hash, 1, null], n: 1 }) },
+      { key: 'c' + hash.toString('hex'), value: written }
+    ])
+    const log = JSON.parse(w.ok('log', w.ws, '--json'))
+    t.same(log[0].changes.map((c: any) => c.path).sort(), ['/big', '/new', '/x'], 'the old history reads')
+    w.ok('mount', w.ws)
+    const big = Buffer.concat([written, Buffer.alloc(100000 - CHUNK, 'L')])
+    t.ok(fs.readFileSync(join(w.ws, 'big')).equals(big), 'the mount shows the rewritten chunk, then the origin\'s')
+    t.equal(fs.statSync(join(w.ws, 'x')).mode & 0o777, 0o600, 'the chmod')
+    t.ok(fs.readFileSync(join(w.ws, 'new')).equals(Buffer.concat([written, Buffer.alloc(3)])), 'a hole reads as zeros')
+    t.equal(fs.statSync(join(w.ws, 'new'), { bigint: true }).mtimeNs % 1000000n, 6n, 'nanosecond times')
+    w.ok('unmount', w.ws)
+    t.ok(fs.readFileSync(join(w.ws, 'big')).equals(big), 'applied byte-exact')
+    t.equal(fs.statSync(join(w.ws, 'big2')).ino, bigIno, 'the real hard link is kept: one inode')
+    t.ok(fs.readFileSync(join(w.ws, 'big2')).equals(big), 'and the other name shows the edit')
+    t.equal(fs.statSync(join(w.ws, 'x')).mode & 0o777, 0o600)
+    t.equal(await storeVersion(store), 3, 'the store is version 3 after its first write (an older cpfs refuses it)')
+    w.ok('rewind', '1', w.ws)
+    t.equal(fs.readFileSync(join(w.ws, 'big2'), 'utf8'), 'L'.repeat(100000), 'turn 1 rewinds to the original')
+    t.equal(fs.statSync(join(w.ws, 'big')).ino, bigIno, 'still one real file with two names')
+    t.notOk(fs.existsSync(join(w.ws, 'new')))
+  })
+
+  t.test('a history holding a name longer than the real directory takes: the plan refuses up front, one line, nothing changed', async t => {
+    const w = workspace(t, 'echo keep > keep')
+    const now = Date.now()
+    const meta = { mode: 0o644, uid: 0, gid: 0, atime: now, mtime: now, ctime: now }
+    const long = 'n'.repeat(300)
+    await oldStore(w, [
+      { key: 'm', value: packr.pack({ version: 2, workspace: w.ws, stack: [1], redo: [], applied: [], nextLayer: 2, nextIno: 2 ** 52 + 3, createdAt: now }) },
+      { key: 't0000000001', value: packr.pack({ layer: 1, openedAt: now }) },
+      { key: 'e0000000001/ok', value: packr.pack({ t: 'l', ...meta, ino: 2 ** 52 + 1, target: 'keep', n: 1 }) },
+      { key: `e0000000001/${long}`, value: packr.pack({ t: 'l', ...meta, ino: 2 ** 52 + 2, target: 'keep', n: 1 }) }
+    ])
+    const before = fs.readdirSync(w.ws).sort()
+    w.ok('mount', w.ws)
+    const r = w.cpfs('unmount', w.ws)
+    t.not(r.code, 0, 'unmount cannot apply it')
+    t.match(r.stderr, /^cpfs: the real directory's filesystem takes names of at most 255 bytes, and the history holds a longer one: "n+…" \(300 bytes\); nothing was changed \(rename or remove it in the mount/, 'one line naming the cause and the fix')
+    t.equal(r.stderr.trim().split('\n').length, 1, 'one line')
+    t.equal(w.cpfs('unmount', w.ws, '--discard').code, 0, 'discard still works')
+    t.same(fs.readdirSync(w.ws).sort(), before, 'the real directory is unchanged: not even the other name was applied')
   })
 }

@@ -11,6 +11,16 @@ import { ancestors, isWithin, join, parentOf } from './paths.js'
 
 const STAT = new Float64Array(16)
 
+/** lstat into out; false when nothing is there — a name longer than the filesystem takes names nothing. */
+function lstatOrNull (path: string, out: Float64Array): boolean {
+  try {
+    return loadNative().lstatInto(path, out)
+  } catch (err: any) {
+    if (err?.code === 'ENAMETOOLONG') return false
+    throw err
+  }
+}
+
 /** Entries of the real-stat cache before it starts over (~200 bytes each). */
 const CACHE_MAX = 500_000
 
@@ -184,7 +194,7 @@ export class Origin {
     // into a reused array, no fs.Stats object and no BigInt.
     const o = STAT
     const real = this.reachable(p)
-    if (real === null || !loadNative().lstatInto(real, o)) return null
+    if (real === null || !lstatOrNull(real, o)) return null
     const mode = o[0]
     return {
       t: kindOf(mode),

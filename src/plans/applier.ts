@@ -64,13 +64,20 @@ export function anchorPath (origin: Origin, planId: string, ino: number): string
 }
 
 /** Remove the anchors of a plan's ops (after it committed, or rolled back). */
-export function removeAnchors (origin: Origin, ops: PlanOp[], planId: string): void {
+/** Remove a plan's anchors; returns the real inode numbers that lost that name (their ctime moved). */
+export function removeAnchors (origin: Origin, ops: PlanOp[], planId: string): Set<number> {
+  const inos = new Set<number>()
   for (const op of ops) {
     if (op.op !== 'anchor') continue
     try {
-      fs.rmSync(anchorPath(origin, planId, op.ino), { force: true })
+      const path = anchorPath(origin, planId, op.ino)
+      const st = fs.lstatSync(path, { throwIfNoEntry: false })
+      if (!st) continue
+      fs.rmSync(path, { force: true })
+      inos.add(st.ino)
     } catch {}
   }
+  return inos
 }
 
 function tmpName (origin: Origin, p: string, planId: string, index: number): string {
@@ -272,18 +279,27 @@ export function applyOps (origin: Origin, chunks: ChunkStore, ops: PlanOp[], opt
   let done = 0
   const skipped: string[] = []
   const seen = new Set<string>()
+  /** Real inodes this plan has changed already (anchors, rewrites in place): all their names moved. */
+  const ours = new Set<number>()
   ops.forEach((op, index) => {
     const p = op.path
     opts.beforeOp?.(index, op)
     // Re-check a path right before the plan first touches it: if another process changed it
-    // since the plan was checked, leave it (and what the plan would put below it) alone.
+    // since the plan was checked, leave it (and what the plan would put below it) alone. A
+    // name of a file the plan itself changed through another name is still the file it was.
     if (skipped.some(q => isWithin(p, q))) return
     const print = opts.prints?.get(p)
-    if (print && !seen.has(p) && !samePrint(print, fingerprint(origin, p))) {
-      skipped.push(p)
-      return
+    if (print && !seen.has(p)) {
+      const now = fingerprint(origin, p)
+      if (!samePrint(print, now) && !(now.type === print.type && now.ino === print.ino && ours.has(now.ino))) {
+        skipped.push(p)
+        return
+      }
     }
     seen.add(p)
+    // Replacing or removing one name of a real file with several moves its ctime for the others.
+    const cur = lstatReal(origin, p)
+    if (cur.type !== null && cur.type !== 'd' && cur.nlink > 1) ours.add(cur.ino)
     if (!isSafePath(p)) throw new CpfsError('UNSAFE_PATH', `refusing to touch ${JSON.stringify(p)} outside the workspace`, 'the journal was tampered with')
     switch (op.op) {
       case 'remove': {
@@ -310,6 +326,7 @@ export function applyOps (origin: Origin, chunks: ChunkStore, ops: PlanOp[], opt
           // see the edit, as they would have on the real disk. A crash midway leaves it
           // partly written until the next cpfs command finishes the journaled plan.
           bytesWritten += rewriteInPlace(origin, chunks, p, op)
+          ours.add(real.ino)
           break
         }
         const tmp = tmpName(origin, p, opts.planId, index)
@@ -351,6 +368,8 @@ export function applyOps (origin: Origin, chunks: ChunkStore, ops: PlanOp[], opt
       }
       case 'anchor': {
         bytesWritten += makeAnchor(origin, chunks, op, opts.planId, index, opts.readContent)
+        const st = fs.lstatSync(anchorPath(origin, opts.planId, op.ino), { throwIfNoEntry: false })
+        if (st) ours.add(st.ino)
         break
       }
       case 'link': {

@@ -11,6 +11,7 @@ import type { Session } from '../session/session.js'
 import type { FileEntry } from '../store/entries.js'
 import { readEntry } from '../overlay/origin.js'
 import { applyOps, removeAnchors } from './applier.js'
+import { checkNames } from './names.js'
 import { planViews } from './planner.js'
 import { expectOf, linkExpectations, viewOf, type PlanSummary } from './run.js'
 import { verifyPaths, type Expect } from './verifier.js'
@@ -62,6 +63,7 @@ export async function forkView (session: Session, turn: number, destArg: string)
       return (b: Buffer, off: number, len: number, pos: number) => readEntry(e, session.chunks, b, off, len, pos,
         e.src === undefined ? null : (bb, o, l, p) => session.origin.read(e.src!, bb, o, l, p))
     }
+    checkNames(plan.ops, tmp)
     for (const op of plan.ops) if (op.op === 'write' || op.op === 'anchor') delete op.content
     const applied = applyOps(destOrigin, session.chunks, plan.ops, { planId: 'fork', readContent })
     const expect = new Map<string, Expect>()

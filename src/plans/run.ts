@@ -20,6 +20,7 @@ import type { Session, StackChange } from '../session/session.js'
 import { decode, encode } from '../store/codec.js'
 import { isInoKey, type Entry, type FileEntry } from '../store/entries.js'
 import { JOURNAL_KEY, type BatchOp } from '../store/keys.js'
+import { checkNames } from './names.js'
 import { applyOps, cleanTemps, fingerprint, removeAnchors, type Fingerprint } from './applier.js'
 import { planViews, touchedPaths, type Content, type PlanOp } from './planner.js'
 import { lstatReal, type RealState } from '../overlay/real.js'
@@ -162,13 +163,21 @@ function recordFingerprints (session: Session, paths: Iterable<string>, removedD
   }
   const inos = new Set<number>()
   for (const p of paths) {
+    const old = session.fingerprints.get(p)
+    // A name removed or replaced moved the ctime of the file it was (its other names').
+    if (old && old.t !== null && old.t !== 'd') inos.add(old.ino)
     const st = lstatReal(session.origin, p)
     session.setFingerprint(p, fingerprintOf(st))
-    if (st.type === 'f' && st.nlink > 1) inos.add(st.ino)
+    if (st.type !== null && st.type !== 'd' && st.nlink > 1) inos.add(st.ino)
   }
-  // A file rewritten in place changed its other names too (hard links): they are known as they are now.
+  // A file rewritten in place, linked or unlinked changed its other names too (hard links):
+  // those still that file are known as they are now.
   if (inos.size) {
-    for (const [q, f] of session.fingerprints) if (f.t === 'f' && inos.has(f.ino)) session.setFingerprint(q, fingerprintOf(lstatReal(session.origin, q)))
+    for (const [q, f] of [...session.fingerprints]) {
+      if (f.t === null || f.t === 'd' || !inos.has(f.ino)) continue
+      const st = lstatReal(session.origin, q)
+      if (st.ino === f.ino) session.setFingerprint(q, fingerprintOf(st))
+    }
   }
 }
 
@@ -191,6 +200,7 @@ export async function runPlan (session: Session, expected: View, target: View, t
   }
   const plan = planViews(expected, target, touched)
   const origin = session.origin
+  checkNames(plan.ops, session.workspace)
 
   // 2. drift
   const drifted = findDrift(session, expected, plan.ops)
@@ -403,8 +413,11 @@ async function dropAnchors (session: Session): Promise<void> {
   const raw = session.store.getSync(ANCHORS_KEY)
   if (!raw) return
   const { id, ops } = decode<{ id: string, ops: PlanOp[] }>(raw)
-  removeAnchors(session.origin, ops, id)
-  await session.store.batch([{ type: 'del', key: ANCHORS_KEY }], true)
+  const inos = removeAnchors(session.origin, ops, id)
+  // Losing the anchor name moved those files' ctime: their names are known as they are now,
+  // or the next plan would take that for a change made outside cpfs.
+  for (const [q, f] of [...session.fingerprints]) if (f.t !== null && f.t !== 'd' && inos.has(f.ino)) session.setFingerprint(q, fingerprintOf(lstatReal(session.origin, q)))
+  await session.store.batch([...session.fingerprintOps(), { type: 'del', key: ANCHORS_KEY }], true)
 }
 
 /** Finish a plan that a crash interrupted; null when there was none. */
