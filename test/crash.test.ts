@@ -123,4 +123,38 @@ if (fuseAvailable(t)) {
     }
     t.ok(crashes >= 8, `crashes were injected at every operation (${crashes})`)
   })
+
+  t.test('kill -9 between any two operations of a plan that makes hard links: the next command finishes it, links intact', async t => {
+    // A new linked file, a link of a real file that is rewritten too, a name moved off a link.
+    const SCRIPT = 'echo n > new && ln new a/new2 && ln top top2 && echo more >> top2 && mkdir d && ln a/two d/two && mv a/two a/moved'
+    const names = [['new', 'a/new2'], ['top', 'top2'], ['d/two', 'a/moved']]
+    const linked = (ws: string) => names.every(([x, y]) => fs.statSync(join(ws, x)).ino === fs.statSync(join(ws, y)).ino && fs.statSync(join(ws, x)).nlink === 2)
+    const anchors = (ws: string) => fs.readdirSync(ws).filter(n => n.startsWith('.cpfs-'))
+    let crashes = 0
+    for (let i = 0; i < 100; i++) {
+      const v = workspace(t, TREE, { env: { CPFS_TEST_CRASH_AFTER_OP: String(i) } })
+      v.ok('mount', v.ws)
+      v.run(SCRIPT)
+      const target = manifest(v.ws)
+      await stopDaemon(v.home, v.ws)
+      const crashed = v.cpfs('unmount', v.ws)
+      if (crashed.code === 0) {
+        t.same(manifest(v.ws), target, `operation ${i} is past the end of the plan: it completed`)
+        t.ok(linked(v.ws), 'with its links')
+        break
+      }
+      crashes++
+      t.equal(crashed.code, 128, `the applier was killed after operation ${i}`)
+      const next = v.cpfs('unmount', v.ws)
+      t.equal(next.code, 0, `the next command finishes it (${next.stderr.trim()})`)
+      t.same(manifest(v.ws, { skip: p => p.startsWith('.cpfs-') }), target, `after a crash at operation ${i} the real directory is byte-exact at the new view`)
+      t.ok(linked(v.ws), 'every pair of names is one real inode with nlink 2')
+      t.same(anchors(v.ws), [], 'no anchor or temporary file is left')
+      t.equal(JSON.parse(v.ok('status', v.ws, '--json')).pending, 0, 'nothing is pending')
+      v.run(`env -u CPFS_TEST_CRASH_AFTER_OP node ${CLI} rewind 1 ${v.ws}`)
+      t.equal(fs.readFileSync(join(v.ws, 'top'), 'utf8'), 'top\n', 'and an offline rewind to turn 1 brings the original back, without a drift complaint')
+      t.equal(fs.statSync(join(v.ws, 'top')).nlink, 1, 'with one name')
+    }
+    t.ok(crashes >= 6, `crashes were injected at every operation (${crashes})`)
+  })
 }

@@ -126,6 +126,30 @@ if (fuseAvailable(t)) {
     t.equal(spawnSync('git', ['fsck', '--strict'], { cwd: join(w.ws, 'clone') }).status, 0, 'the applied clone is sound')
   })
 
+  t.test('fork and restore of linked files: a fork gets real hard links; a restored name becomes a file of its own', async t => {
+    const w = workspace(t, 'echo real > r')
+    w.ok('mount', w.ws)
+    w.run('echo one > a && ln a b && ln r r2 && mkdir d && ln a d/c')
+    w.ok('turn', w.ws) // turn 2 begins with the links
+    w.run('echo two >> a')
+    const dest = join(w.ws, '..', 'forked')
+    w.ok('fork', '2', dest, w.ws)
+    const ino = (p: string) => fs.statSync(join(dest, p)).ino
+    t.ok(ino('a') === ino('b') && ino('b') === ino('d/c'), 'the fork holds a, b and d/c as one real inode')
+    t.equal(fs.statSync(join(dest, 'a')).nlink, 3, 'nlink 3')
+    t.equal(ino('r'), ino('r2'), 'and the link of the real file')
+    t.equal(fs.readFileSync(join(dest, 'b'), 'utf8'), 'one\n', 'with turn 2\'s content')
+    w.ok('restore', '2', join(w.ws, 'b'), w.ws)
+    t.equal(w.run('cat a b'), 'one\ntwo\none\n', 'restore of one name gives it turn 2\'s content')
+    t.same([inoLinks(w, 'a')[1], inoLinks(w, 'b')[1]], [2, 1], 'as a file of its own: the others keep their link')
+    t.not(inoLinks(w, 'b')[0], inoLinks(w, 'a')[0], 'with its own inode number')
+    const inMount = manifest(w.ws)
+    w.ok('unmount', w.ws)
+    t.same(manifest(w.ws), inMount, 'applied byte-exact')
+    t.equal(fs.statSync(join(w.ws, 'a')).ino, fs.statSync(join(w.ws, 'd/c')).ino, 'a and d/c are still one real file')
+    t.not(fs.statSync(join(w.ws, 'a')).ino, fs.statSync(join(w.ws, 'b')).ino, 'b is not')
+  })
+
   t.test('directory nlink = 2 + subdirectories, across mkdir, rmdir, rename, whiteouts and rewinds', async t => {
     const w = workspace(t, 'mkdir -p low/s1 low/s2 low/s3 && echo f > low/file')
     w.ok('mount', w.ws)

@@ -19,7 +19,7 @@ import {
 import { Nodes } from './nodes.js'
 import { Request, putAttrOut, putDirent, putEntry, putOpenOut, putStatfs, u64, writeU64, type WireAttr } from './wire.js'
 
-const NAME_MAX = 255
+import { NAME_MAX, nameMax } from '../plans/names.js'
 
 export interface FuseConfig {
   /** Seconds the kernel may cache entries, attributes and negative lookups (0 = no caching). */
@@ -53,8 +53,8 @@ function wire (a: Attr): WireAttr {
   }
 }
 
-function checkName (name: string): void {
-  if (Buffer.byteLength(name) > NAME_MAX) throw fsError('ENAMETOOLONG', name.slice(0, 40) + '…')
+function checkName (name: string, max: number): void {
+  if (Buffer.byteLength(name) > max) throw fsError('ENAMETOOLONG', name.slice(0, 40) + '…')
 }
 
 function caller (req: Request): Caller {
@@ -85,6 +85,8 @@ export class FuseOps {
   readonly nodes: Nodes
   private readonly session: Session
   private readonly ttl: number
+  /** The longest name the mount takes: Linux's NAME_MAX, or less if the real directory's filesystem takes less (so that what is written can be applied). */
+  private readonly nameMax: number
   private readonly dirs = new Map<number, DirHandle>()
   private nextDir = 1
   /** Handles opened for writing: close (FLUSH) waits for their data to reach the store. */
@@ -100,6 +102,7 @@ export class FuseOps {
     this.session = session
     this.nodes = new Nodes(rootIno)
     this.ttl = cfg.cacheTimeout
+    this.nameMax = Math.min(NAME_MAX, nameMax(session.origin.dirFd))
   }
 
   private get ov () {
@@ -223,7 +226,7 @@ export class FuseOps {
 
   private childPath (r: Request, nameAt: number): { path: string, next: number } {
     const { s, next } = r.cstring(nameAt)
-    checkName(s)
+    checkName(s, this.nameMax)
     return { path: join(this.nodes.path(r.nodeid), s), next }
   }
 
@@ -303,7 +306,7 @@ export class FuseOps {
 
   private statfs (r: Request, c: Channel): void {
     const s = this.ov.statfs()
-    putStatfs(c.out, OUT_HEADER, { blocks: s.blocks, bfree: s.bfree, bavail: s.bavail, files: s.files, ffree: s.ffree, bsize: s.bsize, namelen: NAME_MAX, frsize: s.bsize })
+    putStatfs(c.out, OUT_HEADER, { blocks: s.blocks, bfree: s.bfree, bavail: s.bavail, files: s.files, ffree: s.ffree, bsize: s.bsize, namelen: this.nameMax, frsize: s.bsize })
     c.send(r, STATFS_OUT)
   }
 
@@ -349,7 +352,7 @@ export class FuseOps {
     const flags = two ? b.readUInt32LE(r.body + 8) : 0
     const { path: src, next } = this.childPath(r, r.body + (two ? 16 : 8))
     const dname = r.cstring(next).s
-    checkName(dname)
+    checkName(dname, this.nameMax)
     const dst = join(this.nodes.path(newdir), dname)
     if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE) || (flags & RENAME_NOREPLACE && flags & RENAME_EXCHANGE)) throw fsError('EINVAL', dst)
     const replaced = flags & RENAME_EXCHANGE ? null : this.ov.fileAt(dst)

@@ -63,7 +63,7 @@ export async function forkView (session: Session, turn: number, destArg: string)
       return (b: Buffer, off: number, len: number, pos: number) => readEntry(e, session.chunks, b, off, len, pos,
         e.src === undefined ? null : (bb, o, l, p) => session.origin.read(e.src!, bb, o, l, p))
     }
-    checkNames(plan.ops, tmp)
+    checkNames(plan.ops, fd)
     for (const op of plan.ops) if (op.op === 'write' || op.op === 'anchor') delete op.content
     const applied = applyOps(destOrigin, session.chunks, plan.ops, { planId: 'fork', readContent })
     const expect = new Map<string, Expect>()

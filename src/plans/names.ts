@@ -11,17 +11,19 @@ import type { PlanOp } from './planner.js'
 export const NAME_MAX = 255
 
 /**
- * The longest name (bytes) the filesystem holding real directory `dir` takes: pathconf's
- * _PC_NAME_MAX (statfs f_namelen), which Node does not expose, through getconf(1) from libc.
+ * The longest name (bytes) the filesystem of real directory `dirFd` (an open descriptor) takes:
+ * pathconf's _PC_NAME_MAX (statfs f_namelen), which Node does not expose, through getconf(1)
+ * from libc. The directory goes to getconf as its descriptor 3, never by path: the workspace's
+ * path may be the mount itself, whose statfs this process would have to answer.
  */
-export function nameMax (dir: string): number {
-  const r = spawnSync('getconf', ['NAME_MAX', dir], { encoding: 'utf8' })
+export function nameMax (dirFd: number): number {
+  const r = spawnSync('getconf', ['NAME_MAX', '/proc/self/fd/3'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore', dirFd] })
   const n = Number(r.stdout?.trim())
   return r.status === 0 && Number.isInteger(n) && n > 0 ? n : NAME_MAX
 }
 
 /** Refuse, before anything is written, a plan that names a path the real directory cannot hold. */
-export function checkNames (ops: PlanOp[], dir: string, max = nameMax(dir)): void {
+export function checkNames (ops: PlanOp[], dirFd: number, max = nameMax(dirFd)): void {
   const long: string[] = []
   for (const op of ops) {
     if (op.op === 'remove' || op.op === 'chmod' || op.op === 'anchor') continue // names that exist, or cpfs's own short ones

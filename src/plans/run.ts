@@ -200,7 +200,7 @@ export async function runPlan (session: Session, expected: View, target: View, t
   }
   const plan = planViews(expected, target, touched)
   const origin = session.origin
-  checkNames(plan.ops, session.workspace)
+  checkNames(plan.ops, origin.dirFd)
 
   // 2. drift
   const drifted = findDrift(session, expected, plan.ops)
