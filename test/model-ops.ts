@@ -109,7 +109,14 @@ export function makeOp (rand: () => number, model: string, counter: { n: number 
     if (!d) return makeOp(rand, model, counter)
     return { name: `rm -rf ${d}`, run: root => fs.rmSync(join(root, d), { recursive: true }) }
   }
-  if (r < 0.94) {
+  if (r < 0.92) {
+    // A hard link: from then on a write, truncate or chmod through either name is one file's.
+    const src = pick(files)
+    if (!src) return makeOp(rand, model, counter)
+    const p = fresh()
+    return { name: `link ${src.path} -> ${p}`, run: root => fs.linkSync(join(root, src.path), join(root, p)) }
+  }
+  if (r < 0.95) {
     const p = fresh()
     const target = pick(['../x', 'n1', 'some/where', pick(any)?.path ?? 'z'])!
     return { name: `symlink ${p} -> ${target}`, run: root => fs.symlinkSync(target, join(root, p)) }
@@ -134,4 +141,5 @@ mkdir -p src/lib src/empty docs/deep/er
 for i in 1 2 3 4 5; do head -c $((i * 20000)) /dev/urandom > src/lib/f$i; done
 echo hello > README && echo guide > docs/deep/er/guide.md && ln -s README readme-link
 chmod 600 src/lib/f2
+ln src/lib/f3 docs/f3-link
 `

@@ -1,6 +1,7 @@
 // Model-based randomized test: seeded random sequences of file operations are applied both
 // inside a cpfs mount and to a plain directory (the model). After every turn the two trees
-// must be identical (paths, types, modes, bytes, link targets), and every operation must fail
+// must be identical (paths, types, modes, bytes, link targets, which files are hard links of
+// one another and their link counts), and every operation must fail
 // with the same error code on both sides. Then random rewinds are checked against the saved
 // manifests of the turns they go back to, more work happens after each rewind, and finally
 // the unmounted real directory must equal the last view.
@@ -13,11 +14,31 @@ import * as fs from 'node:fs'
 import { join } from 'node:path'
 import { tmpdir } from 'node:os'
 import { fuseAvailable, manifest, workspace, type ManifestEntry } from './helpers.js'
-import { LOWER, errCode, makeOp, prng } from './model-ops.js'
+import { LOWER, errCode, list, makeOp, prng } from './model-ops.js'
 
 const SEQUENCES = Number(process.env.CPFS_MODEL_SEQUENCES ?? 6)
 const OPS = Number(process.env.CPFS_MODEL_OPS ?? 160)
 const FIRST_SEED = Number(process.env.CPFS_MODEL_SEED ?? 0x5eed)
+
+/** Which files are one (hard links): each group of names with its st_nlink. */
+function links (dir: string): string[] {
+  const groups = new Map<number, string[]>()
+  for (const n of list(dir)) {
+    if (n.type !== 'f') continue
+    const st = fs.lstatSync(join(dir, n.path))
+    if (st.nlink < 2) continue
+    const g = groups.get(st.ino) ?? []
+    g.push(n.path)
+    groups.set(st.ino, g)
+  }
+  return [...groups.entries()].map(([ino, names]) => `${names.join(' = ')} (nlink ${fs.lstatSync(join(dir, names[0])).nlink})`).sort()
+}
+
+interface State { files: Record<string, ManifestEntry>, links: string[] }
+
+function state (dir: string): State {
+  return { files: manifest(dir), links: links(dir) }
+}
 
 if (fuseAvailable(t)) {
   for (let s = 0; s < SEQUENCES; s++) {
@@ -29,9 +50,9 @@ if (fuseAvailable(t)) {
       w.run(`cp -a ${w.ws} ${model}`)
       const snaps = join(w.home, '..', 'snaps')
       fs.mkdirSync(snaps)
-      const saved = new Map<number, Record<string, ManifestEntry>>()
+      const saved = new Map<number, State>()
       const snapshot = (turn: number) => {
-        saved.set(turn, manifest(model))
+        saved.set(turn, state(model))
         w.run(`rm -rf ${snaps}/${turn} && cp -a ${model} ${snaps}/${turn}`)
       }
       const counter = { n: 0 }
@@ -58,8 +79,8 @@ if (fuseAvailable(t)) {
         return true
       }
       const compare = (what: string): boolean => {
-        const got = manifest(w.ws)
-        const want = manifest(model)
+        const got = state(w.ws)
+        const want = state(model)
         const same = JSON.stringify(got) === JSON.stringify(want)
         if (!same) t.same(got, want, where(`${what}; last ops: ${history.slice(-8).join('; ')}`))
         return same
@@ -79,20 +100,20 @@ if (fuseAvailable(t)) {
         w.ok('rewind', String(to), w.ws)
         head = to
         history.push(`rewind ${to}`)
-        ok = JSON.stringify(manifest(w.ws)) === JSON.stringify(saved.get(to))
-        if (!ok) t.same(manifest(w.ws), saved.get(to), where(`rewind to ${to}`))
+        ok = JSON.stringify(state(w.ws)) === JSON.stringify(saved.get(to))
+        if (!ok) t.same(state(w.ws), saved.get(to), where(`rewind to ${to}`))
         w.run(`rm -rf ${model} && cp -a ${snaps}/${to} ${model}`)
         ok = ok && work(15) && compare(`work after rewinding to ${to}`)
         head = Number(w.ok('turn', w.ws))
         history.push(`-- turn ${head}`)
         snapshot(head)
       }
-      const final = manifest(w.ws)
+      const final = state(w.ws)
       w.ok('unmount', w.ws)
-      if (ok) t.same(manifest(w.ws), final, where('the unmounted real directory equals the last view'))
+      if (ok) t.same(state(w.ws), final, where('the unmounted real directory equals the last view, hard links included'))
       if (ok) {
         w.ok('rewind', '1', w.ws)
-        t.same(manifest(w.ws), saved.get(1), where('offline rewind to turn 1 restores the original tree'))
+        t.same(state(w.ws), saved.get(1), where('offline rewind to turn 1 restores the original tree'))
       }
       t.ok(ok, where(`${history.length} operations compared`))
     })
