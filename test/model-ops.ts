@@ -141,5 +141,7 @@ mkdir -p src/lib src/empty docs/deep/er
 for i in 1 2 3 4 5; do head -c $((i * 20000)) /dev/urandom > src/lib/f$i; done
 echo hello > README && echo guide > docs/deep/er/guide.md && ln -s README readme-link
 chmod 600 src/lib/f2
-ln src/lib/f3 docs/f3-link
 `
+
+/** LOWER with a real hard link: two names of one real file before the mount. */
+export const LOWER_LINKED = LOWER + 'ln src/lib/f3 docs/f3-link\n'

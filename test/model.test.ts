@@ -14,7 +14,7 @@ import * as fs from 'node:fs'
 import { join } from 'node:path'
 import { tmpdir } from 'node:os'
 import { fuseAvailable, manifest, workspace, type ManifestEntry } from './helpers.js'
-import { LOWER, errCode, list, makeOp, prng } from './model-ops.js'
+import { LOWER_LINKED, errCode, list, makeOp, prng } from './model-ops.js'
 
 const SEQUENCES = Number(process.env.CPFS_MODEL_SEQUENCES ?? 6)
 const OPS = Number(process.env.CPFS_MODEL_OPS ?? 160)
@@ -45,7 +45,7 @@ if (fuseAvailable(t)) {
     const seed = FIRST_SEED + s
     t.test(`random sequence, seed ${seed}`, async t => {
       const rand = prng(seed)
-      const w = workspace(t, LOWER)
+      const w = workspace(t, LOWER_LINKED)
       const model = join(w.home, '..', 'model')
       w.run(`cp -a ${w.ws} ${model}`)
       const snaps = join(w.home, '..', 'snaps')

@@ -19,7 +19,7 @@ import {
 import { Nodes } from './nodes.js'
 import { Request, putAttrOut, putDirent, putEntry, putOpenOut, putStatfs, u64, writeU64, type WireAttr } from './wire.js'
 
-import { NAME_MAX, nameMax } from '../plans/names.js'
+import { NAME_MAX, nameMax } from '../overlay/limits.js'
 
 export interface FuseConfig {
   /** Seconds the kernel may cache entries, attributes and negative lookups (0 = no caching). */

@@ -250,12 +250,16 @@ function setTimes (path: string, t: Partial<Times>): void {
 }
 
 /** Remove p and, for a directory, everything below it; never following a symlink. */
-function removeReal (origin: Origin, p: string): void {
+function removeReal (origin: Origin, p: string, ours?: Set<number>): void {
   const st = fs.lstatSync(origin.realPath(p), { throwIfNoEntry: false })
   if (!st) return
-  if (!st.isDirectory()) return fs.unlinkSync(origin.realPath(p))
+  if (!st.isDirectory()) {
+    // A file with other names: their ctime moves (the plan's own change, for its re-checks).
+    if (st.nlink > 1) ours?.add(st.ino)
+    return fs.unlinkSync(origin.realPath(p))
+  }
   // Entry by entry through origin.realPath, which reaches paths deeper than PATH_MAX.
-  for (const name of fs.readdirSync(origin.realPath(p))) removeReal(origin, join(p, name))
+  for (const name of fs.readdirSync(origin.realPath(p))) removeReal(origin, join(p, name), ours)
   origin.forget(p)
   fs.rmdirSync(origin.realPath(p))
 }
@@ -307,14 +311,14 @@ export function applyOps (origin: Origin, chunks: ChunkStore, ops: PlanOp[], opt
         if (st.blockedBy) break
         // Idempotent: remove only what the plan expects there (a re-run must not remove
         // what a later op of the same plan already put in its place).
-        if (st.type === op.type) removeReal(origin, p)
+        if (st.type === op.type) removeReal(origin, p, ours)
         break
       }
       case 'mkdir': {
         ensureParents(origin, p)
         const st = lstatReal(origin, p)
         if (st.type === 'd') break
-        if (st.type) removeReal(origin, p)
+        if (st.type) removeReal(origin, p, ours)
         fs.mkdirSync(origin.realPath(p), { mode: 0o700 })
         break
       }
@@ -332,7 +336,7 @@ export function applyOps (origin: Origin, chunks: ChunkStore, ops: PlanOp[], opt
         const tmp = tmpName(origin, p, opts.planId, index)
         bytesWritten += writeNew(tmp, chunks, op, opts.readContent)
         const st = lstatReal(origin, p)
-        if (st.type === 'd') removeReal(origin, p)
+        if (st.type === 'd') removeReal(origin, p, ours)
         fs.renameSync(tmp, origin.realPath(p))
         break
       }
@@ -346,7 +350,7 @@ export function applyOps (origin: Origin, chunks: ChunkStore, ops: PlanOp[], opt
         if (canChown) fs.lchownSync(tmp, op.uid, op.gid)
         setXattrs(tmp, op.x)
         setTimes(tmp, op)
-        if (st.type === 'd') removeReal(origin, p)
+        if (st.type === 'd') removeReal(origin, p, ours)
         fs.renameSync(tmp, origin.realPath(p))
         break
       }
@@ -362,7 +366,7 @@ export function applyOps (origin: Origin, chunks: ChunkStore, ops: PlanOp[], opt
         fs.chmodSync(tmp, op.mode) // mknod applies the umask; set the exact bits
         setXattrs(tmp, op.x)
         setTimes(tmp, op)
-        if (st.type === 'd') removeReal(origin, p)
+        if (st.type === 'd') removeReal(origin, p, ours)
         fs.renameSync(tmp, origin.realPath(p))
         break
       }
@@ -382,7 +386,7 @@ export function applyOps (origin: Origin, chunks: ChunkStore, ops: PlanOp[], opt
         ensureParents(origin, p)
         const st = lstatReal(origin, p)
         if (st.type !== null && st.ino === Number(anchor.ino)) break
-        if (st.type === 'd') removeReal(origin, p)
+        if (st.type === 'd') removeReal(origin, p, ours)
         const tmp = tmpName(origin, p, opts.planId, index)
         fs.rmSync(tmp, { force: true })
         fs.linkSync(anchorPath(origin, opts.planId, op.ino), tmp)

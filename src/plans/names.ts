@@ -1,26 +1,11 @@
 // The real directory's own limits decide what a plan can write there: a name longer than its
-// filesystem allows (NAME_MAX, 255 bytes on ext4, xfs, btrfs, tmpfs; fewer on some network and
-// stacked filesystems) would fail halfway through the plan. A history can hold such a name (one
-// written by cpfs 0.1, which accepted any length, or a fork to another filesystem), so every
-// plan checks its names up front and refuses, changing nothing, with one line.
-import { spawnSync } from 'node:child_process'
+// filesystem allows (overlay/limits.ts) would fail halfway through the plan. A history can
+// hold such a name (one written by cpfs 0.1 or 0.2, which accepted any length, or a fork onto
+// another filesystem), so every plan checks its names up front and refuses, changing nothing,
+// with one line.
 import { CpfsError } from '../errors.js'
+import { nameMax } from '../overlay/limits.js'
 import type { PlanOp } from './planner.js'
-
-/** Linux's NAME_MAX: what the mount allows, and the answer when the filesystem cannot be asked. */
-export const NAME_MAX = 255
-
-/**
- * The longest name (bytes) the filesystem of real directory `dirFd` (an open descriptor) takes:
- * pathconf's _PC_NAME_MAX (statfs f_namelen), which Node does not expose, through getconf(1)
- * from libc. The directory goes to getconf as its descriptor 3, never by path: the workspace's
- * path may be the mount itself, whose statfs this process would have to answer.
- */
-export function nameMax (dirFd: number): number {
-  const r = spawnSync('getconf', ['NAME_MAX', '/proc/self/fd/3'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore', dirFd] })
-  const n = Number(r.stdout?.trim())
-  return r.status === 0 && Number.isInteger(n) && n > 0 ? n : NAME_MAX
-}
 
 /** Refuse, before anything is written, a plan that names a path the real directory cannot hold. */
 export function checkNames (ops: PlanOp[], dirFd: number, max = nameMax(dirFd)): void {
@@ -31,7 +16,7 @@ export function checkNames (ops: PlanOp[], dirFd: number, max = nameMax(dirFd)):
   }
   if (long.length === 0) return
   const show = (p: string) => {
-    const name = [...p.split('/')].find(part => Buffer.byteLength(part) > max)!
+    const name = p.split('/').find(part => Buffer.byteLength(part) > max)!
     return `${JSON.stringify(name.slice(0, 24) + '…')} (${Buffer.byteLength(name)} bytes)`
   }
   const shown = long.slice(0, 3).map(show).join(', ') + (long.length > 3 ? ` and ${long.length - 3} more` : '')

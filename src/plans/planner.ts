@@ -79,6 +79,12 @@ function timesOf (r: Resolved): Times {
   return { atime: s.atime, mtime: s.mtime, atimeNs: s.atimeNs ?? 0, mtimeNs: s.mtimeNs ?? 0 }
 }
 
+function sameMtime (a: Resolved, b: Resolved): boolean {
+  const x = timesOf(a)
+  const y = timesOf(b)
+  return x.mtime === y.mtime && x.mtimeNs === y.mtimeNs
+}
+
 function ownerOf (r: Resolved): { uid: number, gid: number } {
   const s = r.kind === 'upper' ? r.entry : r.stat
   return { uid: s.uid, gid: s.gid }
@@ -177,7 +183,7 @@ export function planViews (expected: View, target: View, touched: Iterable<strin
   // A touched inode record touches every name it has, before and after.
   for (const key of records) for (const v of [expected, target]) for (const n of namesIn(v, key)) touchedSet.add(n)
   /** Target names of each inode record met, by key. */
-  const groups = new Map<string, Set<string>>()
+  const groups = new Map<string, { names: Set<string>, rep: Resolved }>()
   const interesting = new Set<string>()
   for (const p of touchedSet) {
     interesting.add(p)
@@ -203,12 +209,15 @@ export function planViews (expected: View, target: View, touched: Iterable<strin
     return x.uid === y.uid && x.gid === y.gid && sameXattrs(xattrsOf(expected, e), xattrsOf(target, t))
   }
 
-  /** A name of an inode record is linked to the record's real file at the end. */
+  /**
+   * A name of an inode record, or of a real file with several names (a captured original
+   * among them), is linked to that one real file at the end.
+   */
   const linkLater = (p: string, t: Resolved): boolean => {
-    if (t.kind !== 'upper' || !isLinked(t)) return false
-    let names = groups.get(t.key)
-    if (!names) groups.set(t.key, names = new Set())
-    names.add(p)
+    if (!isLinked(t)) return false
+    let g = groups.get(t.key)
+    if (!g) groups.set(t.key, g = { names: new Set(), rep: t })
+    g.names.add(p)
     return true
   }
 
@@ -264,8 +273,9 @@ export function planViews (expected: View, target: View, touched: Iterable<strin
         // The same file with new content: `ino` lets the applier keep the real file's hard links.
         if (leaves) ops.push({ op: 'write', path: p, mode: modeOf(t), size: sizeOf(t), ...timesOf(t), ...attrsOf(target, t), content: contentOf(t) })
         else ops.push({ op: 'write', path: p, mode: modeOf(t), size: sizeOf(t), ...timesOf(t), ...attrsOf(target, t), content: contentOf(t), ifDiffers: true, ino: inoOf(t) })
-      } else if (modeOf(e) !== modeOf(t) || !sameOwner(e, t)) {
-        ops.push({ op: 'chmod', path: p, mode: modeOf(t), ...attrsOf(target, t) })
+      } else if (modeOf(e) !== modeOf(t) || !sameOwner(e, t) || !sameMtime(e, t)) {
+        // The same bytes (a chmod, a chown, a touch, a link of a real file): only the metadata.
+        ops.push({ op: 'chmod', path: p, mode: modeOf(t), ...timesOf(t), ...attrsOf(target, t) })
       }
       return
     }
@@ -302,8 +312,8 @@ export function planViews (expected: View, target: View, touched: Iterable<strin
 
   visit('/', Boolean(opts.full))
   const anchors: PlanOp[] = []
-  for (const [key, names] of [...groups].sort((a, b) => a[0] < b[0] ? -1 : 1)) {
-    const anchor = anchorOf(expected, target, key, [...names].sort())
+  for (const [key, { names, rep }] of [...groups].sort((a, b) => a[0] < b[0] ? -1 : 1)) {
+    const anchor = anchorOf(expected, target, key, [...names].sort(), rep)
     if (!anchor) continue
     anchors.push(anchor)
     for (const n of [...names].sort()) ops.push({ op: 'link', path: n, ino: anchor.ino })
@@ -318,35 +328,36 @@ export function planViews (expected: View, target: View, touched: Iterable<strin
  * name already is in `expected`: a name of the same record, the real path it came from, or the
  * file that became the record (the same inode number, which link() keeps).
  */
-function anchorOf (expected: View, target: View, key: string, names: string[]): AnchorOp | null {
+function anchorOf (expected: View, target: View, key: string, names: string[], rep: Resolved): AnchorOp | null {
   const rec = target.record(key)
-  if (!rec) return null
+  // No record: a real file with several names (or its captured original), as `rep` resolves.
+  const t: Resolved = rec ? { kind: 'upper', entry: rec, key } : rep
+  const type = resolvedType(t)
   const ino = inoOfKey(key)
-  const candidates = [...new Set([...names, ...namesIn(expected, key), ...(rec.o !== undefined ? [rec.o] : [])])]
+  const came = rec ? rec.o : t.kind === 'origin' ? t.originPath : undefined
+  const candidates = [...new Set([...names, ...namesIn(expected, key), ...(came !== undefined ? [came] : [])])]
   let from: string | undefined
   let fromRes: Resolved | null = null
   for (const c of candidates) {
     const r = expected.resolve(c)
-    if (r && resolvedType(r) === rec.t && inoOf(r) === ino) {
+    if (r && resolvedType(r) === type && inoOf(r) === ino) {
       from = c
       fromRes = r
       break
     }
   }
-  const t: Resolved = { kind: 'upper', entry: rec, key }
   const path = from ?? names[0]
   if (path === undefined) return null
-  const op: AnchorOp = { op: 'anchor', path, ino, type: rec.t, mode: rec.mode & 0o7777, size: 0, ...timesOf(t), ...attrsOf(target, t) }
+  const op: AnchorOp = { op: 'anchor', path, ino, type, mode: modeOf(t), size: 0, ...timesOf(t), ...attrsOf(target, t) }
   if (from !== undefined) op.from = from
-  if (rec.t === 'f') {
-    op.size = rec.size
-    op.content = { from: 'entry', entry: rec }
+  if (type === 'f') {
+    op.size = sizeOf(t)
+    op.content = contentOf(t)
     if (fromRes && sameBytes(fromRes, t)) op.same = true
-  } else if (rec.t === 'l') {
-    op.target = rec.target
-  } else if (rec.t === 'n') {
-    op.fmt = rec.fmt
-    op.rdev = rec.rdev
+  } else if (type === 'l') {
+    op.target = linkTarget(target, t)
+  } else if (type === 'n') {
+    Object.assign(op, nodeOf(t))
   }
   return op
 }

@@ -158,10 +158,14 @@ function walkReal (origin: Origin, p: string, fn: (q: string, st: RealState) => 
 
 /** After a plan verified: the real paths it wrote are what cpfs knows of them now. */
 function recordFingerprints (session: Session, paths: Iterable<string>, removedDirs: string[]): void {
-  for (const d of removedDirs) {
-    for (const q of [...session.fingerprints.keys()]) if (q !== d && isWithin(q, d)) session.setFingerprint(q, null)
-  }
   const inos = new Set<number>()
+  for (const d of removedDirs) {
+    for (const [q, f] of [...session.fingerprints]) {
+      if (q === d || !isWithin(q, d)) continue
+      if (f.t !== null && f.t !== 'd') inos.add(f.ino) // a name that went with its directory
+      session.setFingerprint(q, null)
+    }
+  }
   for (const p of paths) {
     const old = session.fingerprints.get(p)
     // A name removed or replaced moved the ctime of the file it was (its other names').
