@@ -23,3 +23,46 @@ export function capture (session: Session, p: string, recursive: boolean, ops: B
     for (const name of fs.readdirSync(origin.realPath(p))) capture(session, join(p, name), true, ops)
   }
 }
+
+/**
+ * A plan about to change one name of a real file with several names captures all of them:
+ * once the plan splits the real pair, the older turns must still show those names as one file
+ * (their base entries share the real inode number and link count), never one captured name
+ * beside a real one that kept the same inode number as a different file.
+ */
+export function captureOtherNames (session: Session, paths: Iterable<string>, removedDirs: Iterable<string>, ops: BatchOp[]): void {
+  const origin = session.origin
+  const inos = new Set<number>()
+  const note = (p: string): void => {
+    const st = lstatReal(origin, p)
+    if (st.type === 'f' && st.nlink > 1) inos.add(st.ino)
+  }
+  for (const p of paths) note(p)
+  // A directory the plan removes takes its files' names with it.
+  const each = (dir: string, fn: (q: string, d: fs.Dirent) => void): void => {
+    let kids: fs.Dirent[]
+    try {
+      kids = fs.readdirSync(origin.realPath(dir), { withFileTypes: true })
+    } catch {
+      return
+    }
+    for (const d of kids) fn(join(dir, d.name), d)
+  }
+  const collect = (dir: string): void => each(dir, (q, d) => d.isDirectory() ? collect(q) : d.isFile() ? note(q) : undefined)
+  for (const p of removedDirs) if (lstatReal(origin, p).type === 'd') collect(p)
+  if (inos.size === 0) return
+  const walk = (dir: string): void => {
+    let kids: fs.Dirent[]
+    try {
+      kids = fs.readdirSync(origin.realPath(dir), { withFileTypes: true })
+    } catch {
+      return
+    }
+    for (const d of kids) {
+      const q = join(dir, d.name)
+      if (d.isDirectory()) walk(q)
+      else if (d.isFile() && inos.has(lstatReal(origin, q).ino)) capture(session, q, false, ops)
+    }
+  }
+  walk('/')
+}

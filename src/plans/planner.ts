@@ -12,6 +12,7 @@
 // names already is (linked, then rewritten in place if its content changed, so real names the
 // history does not list, outside the workspace too, keep sharing it), or a new one. `link` ops
 // (after every other change but directory modes) then make each name a link to it.
+import { FIRST_INO } from '../store/store.js'
 import { inoOfKey, isInoKey, srcBytes, type FileEntry, type Kind, type NodeEntry } from '../store/entries.js'
 import { ancestors, join } from '../overlay/paths.js'
 import { isLinked, resolvedType, type Resolved, type View } from '../overlay/view.js'
@@ -162,11 +163,41 @@ function deepDir (v: View, p: string): boolean {
   return e !== undefined && e.t === 'd' && (e.opaque === 1 || e.redirect !== undefined)
 }
 
-/** Every path that names inode record `key` in view v (its name entries, and the real path it came from). */
-function namesIn (v: View, key: string): string[] {
+/**
+ * Every path that names inode record `key` in view v: its name entries, the real path it came
+ * from, and (`realNames`) the real names that reach it without an entry of their own.
+ */
+function namesIn (v: View, key: string, realNames?: Map<string, string[]>): string[] {
   const out = v.namesOf(inoOfKey(key))
   const rec = v.record(key)
   if (rec?.o !== undefined && !out.includes(rec.o) && v.resolve(rec.o)?.key === key) out.push(rec.o)
+  for (const n of realNames?.get(key) ?? []) if (!out.includes(n)) out.push(n)
+  return out
+}
+
+/**
+ * The names in view v that resolve to one of `keys` (inode records of real files: a real file
+ * with several names is reached by each of them, entry or not, wherever a renamed directory
+ * put them). One walk of the view, only for plans that touch such a record: without it, a
+ * change made through one name would never reach the real names the view does not index.
+ */
+function realNamesIn (v: View, keys: Set<string>): Map<string, string[]> {
+  const out = new Map<string, string[]>()
+  const walk = (dir: string): void => {
+    for (const n of v.readdir(dir)) {
+      const q = join(dir, n)
+      const r = v.resolve(q)
+      if (!r) continue
+      const t = resolvedType(r)
+      if (t === 'd') walk(q)
+      else if (t === 'f' && keys.has(r.key)) {
+        const names = out.get(r.key) ?? []
+        names.push(q)
+        out.set(r.key, names)
+      }
+    }
+  }
+  walk('/')
   return out
 }
 
@@ -181,7 +212,11 @@ export function planViews (expected: View, target: View, touched: Iterable<strin
     else touchedSet.add(p)
   }
   // A touched inode record touches every name it has, before and after.
-  for (const key of records) for (const v of [expected, target]) for (const n of namesIn(v, key)) touchedSet.add(n)
+  const realKeys = new Set([...records].filter(k => inoOfKey(k) < FIRST_INO))
+  const expectedRealNames = realKeys.size ? realNamesIn(expected, realKeys) : undefined
+  for (const [v, realNames] of [[expected, expectedRealNames], [target, realKeys.size ? realNamesIn(target, realKeys) : undefined]] as const) {
+    for (const key of records) for (const n of namesIn(v, key, realNames)) touchedSet.add(n)
+  }
   /** Target names of each inode record met, by key. */
   const groups = new Map<string, { names: Set<string>, rep: Resolved }>()
   const interesting = new Set<string>()
@@ -313,7 +348,7 @@ export function planViews (expected: View, target: View, touched: Iterable<strin
   visit('/', Boolean(opts.full))
   const anchors: PlanOp[] = []
   for (const [key, { names, rep }] of [...groups].sort((a, b) => a[0] < b[0] ? -1 : 1)) {
-    const anchor = anchorOf(expected, target, key, [...names].sort(), rep)
+    const anchor = anchorOf(expected, target, key, [...names].sort(), rep, expectedRealNames)
     if (!anchor) continue
     anchors.push(anchor)
     for (const n of [...names].sort()) ops.push({ op: 'link', path: n, ino: anchor.ino })
@@ -328,14 +363,14 @@ export function planViews (expected: View, target: View, touched: Iterable<strin
  * name already is in `expected`: a name of the same record, the real path it came from, or the
  * file that became the record (the same inode number, which link() keeps).
  */
-function anchorOf (expected: View, target: View, key: string, names: string[], rep: Resolved): AnchorOp | null {
+function anchorOf (expected: View, target: View, key: string, names: string[], rep: Resolved, expectedRealNames?: Map<string, string[]>): AnchorOp | null {
   const rec = target.record(key)
   // No record: a real file with several names (or its captured original), as `rep` resolves.
   const t: Resolved = rec ? { kind: 'upper', entry: rec, key } : rep
   const type = resolvedType(t)
   const ino = inoOfKey(key)
   const came = rec ? rec.o : t.kind === 'origin' ? t.originPath : undefined
-  const candidates = [...new Set([...names, ...namesIn(expected, key), ...(came !== undefined ? [came] : [])])]
+  const candidates = [...new Set([...names, ...namesIn(expected, key, expectedRealNames), ...(came !== undefined ? [came] : [])])]
   let from: string | undefined
   let fromRes: Resolved | null = null
   for (const c of candidates) {

@@ -25,7 +25,7 @@ import { applyOps, cleanTemps, fingerprint, removeAnchors, type Fingerprint } fr
 import { planViews, touchedPaths, type Content, type PlanOp } from './planner.js'
 import { lstatReal, type RealState } from '../overlay/real.js'
 import { realContent, sameContent, viewContent, type Sparse } from './content.js'
-import { capture } from './capture.js'
+import { capture, captureOtherNames } from './capture.js'
 import { verifyPaths, type Expect } from './verifier.js'
 
 export interface PlanSummary {
@@ -222,6 +222,7 @@ export async function runPlan (session: Session, expected: View, target: View, t
     if (real.blockedBy) capture(session, real.blockedBy, false, batch)
     capture(session, op.path, op.op === 'remove' && op.type === 'd', batch)
   }
+  captureOtherNames(session, ops.map(op => op.path), ops.filter(op => op.op === 'remove' && op.type === 'd').map(op => op.path), batch)
   const journal: Journal = { id: newPlanId(), ops, expect: [...expect], targetStack: opts.targetStack.slice() }
   if (opts.after) journal.after = opts.after
   if (opts.preOps) batch.push(...opts.preOps)

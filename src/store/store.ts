@@ -47,7 +47,7 @@ export interface TurnRecord {
 // New files get inode numbers from here up; lower files keep their real inode numbers, so the
 // two ranges must not meet: 2^52 is far above what ext4 or xfs hand out, and every number up
 // to 2^53 is exact in JavaScript. (Stores made by cpfs 0.1 started at 2^31 and keep going.)
-const FIRST_INO = 2 ** 52
+export const FIRST_INO = 2 ** 52
 
 /**
  * LevelDB's memtable. With the default 4 MiB, a big write fills level 0 with small tables
