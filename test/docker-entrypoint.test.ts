@@ -2,7 +2,7 @@
 // container): a turn per command or per SIGUSR1, artifacts, apply or discard, exit codes.
 import t from 'tap'
 import * as fs from 'node:fs'
-import { spawn } from 'node:child_process'
+import { spawn, spawnSync } from 'node:child_process'
 import { join } from 'node:path'
 import { CLI, ROOT, fuseAvailable, sleep, workspace } from './helpers.js'
 
@@ -54,13 +54,21 @@ if (fuseAvailable(t)) {
     const until = async (f: string) => { for (let i = 0; i < 200 && !fs.existsSync(join(sync, f)); i++) await sleep(50) }
     // unshare execs the script: same pid.
     const pid = child.pid!
+    // The trap runs `cpfs turn`: step on once the daemon reports the new turn (not after a
+    // fixed sleep, which a loaded machine outlasts).
+    const turns = () => {
+      // The mount lives in the script's private mount namespace: ask from inside it.
+      const r = spawnSync('nsenter', ['-t', String(pid), '-m', process.execPath, CLI, 'log', w.ws, '--json'], { env, encoding: 'utf8' })
+      return r.status === 0 ? JSON.parse(r.stdout).length : 0
+    }
+    const untilTurns = async (n: number) => { for (let i = 0; i < 600 && turns() < n; i++) await sleep(50) }
     await until('done-a')
     process.kill(pid, 'SIGUSR1')
-    await sleep(1000) // the trap runs cpfs turn
+    await untilTurns(2)
     fs.writeFileSync(join(sync, 'go-a'), '')
     await until('done-b')
     process.kill(pid, 'SIGUSR1')
-    await sleep(1000)
+    await untilTurns(3)
     fs.writeFileSync(join(sync, 'go-b'), '')
     const code = await new Promise<number | null>(resolve => child.once('exit', resolve))
     t.equal(code, 0, 'the command\'s exit code')
