@@ -93,14 +93,14 @@ async function openOffline (dir: string, store?: string): Promise<{ session: Ses
 }
 
 /** Apply retention to one workspace (not mounted) and collect garbage. */
-export async function prune (opts: api.Target & PruneSettings & { onProgress?: (msg: string) => void }): Promise<PruneReport> {
+export async function prune (opts: api.Target & PruneSettings): Promise<PruneReport> {
   const loc = locate(opts.dir ?? '.', opts.store)
   const settings = opts.keepTurns === undefined && opts.olderThanDays === undefined && opts.maxSize === undefined ? configuredPrune() : opts
   const before = dirBytes(loc.store)
   const { session, close } = await openOffline(loc.workspace, opts.store)
   let result: PruneResult
   try {
-    result = await pruneSession(session, { keepTurns: settings.keepTurns, olderThanDays: settings.olderThanDays, onProgress: opts.onProgress })
+    result = await pruneSession(session, { keepTurns: settings.keepTurns, olderThanDays: settings.olderThanDays })
     if (settings.maxSize !== undefined) {
       const max = parseSize(settings.maxSize)
       // Merge the oldest turns one more at a time until the store fits (or one turn is left
@@ -108,7 +108,7 @@ export async function prune (opts: api.Target & PruneSettings & { onProgress?: (
       while (dirBytes(loc.store) > max && session.meta.stack.length > 2) {
         const sq = await squashOldest(session, 2)
         if (sq.squashed === 0) break
-        const gc = await collectGarbage(session.store, opts.onProgress)
+        const gc = await collectGarbage(session.store)
         result = { squashed: result.squashed + sq.squashed - 1, turns: sq.turns, layersDeleted: result.layersDeleted + gc.layersDeleted, chunksDeleted: result.chunksDeleted + gc.chunksDeleted, bytesFreed: result.bytesFreed + gc.bytesFreed }
       }
     }

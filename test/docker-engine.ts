@@ -109,11 +109,12 @@ export class Engine {
         for (let i = 0; i < 300 && alive(pid); i++) await new Promise(resolve => setTimeout(resolve, 100))
         if (alive(pid)) try { process.kill(pid, 'SIGKILL') } catch {}
       }
-      // dockerd leaves its bind mount of the host's network namespace (exec-root/netns).
-      for (const line of fs.readFileSync('/proc/self/mountinfo', 'utf8').split('\n')) {
-        const mnt = line.split(' ')[4]
-        if (mnt?.startsWith(RUN_DIR + '/')) spawnSync('umount', ['-l', mnt])
-      }
+      // dockerd leaves its bind mounts of the host's network namespace (exec-root/netns) and
+      // of its data root (and a killed one its containers' overlays): deepest first.
+      const root = join(CACHE, 'data-root')
+      const mounts = fs.readFileSync('/proc/self/mountinfo', 'utf8').split('\n').map(l => l.split(' ')[4])
+        .filter((m): m is string => m !== undefined && (m.startsWith(RUN_DIR + '/') || m === root || m.startsWith(root + '/')))
+      for (const mnt of mounts.reverse()) spawnSync('umount', ['-l', mnt])
     }
     this.lock?.stdin?.end()
   }

@@ -15,6 +15,7 @@ import { resolve } from 'node:path'
 const resolve2 = resolve
 import { findWorkspace, isRegistered } from '../store/locate.js'
 import { HELP, usage } from './help.js'
+import { showingProgress } from './progress.js'
 
 type Flags = Record<string, string | boolean | undefined>
 
@@ -100,7 +101,7 @@ const commands: Record<string, Command> = {
         out(formatPreview(pos.TURN!, p))
         return p.canRewind ? 0 : 1
       }
-      const r = await api.rewind(pos.TURN!, { ...target(pos, f), force: Boolean(f.force) })
+      const r = await showingProgress(Boolean(f.json), () => api.rewind(pos.TURN!, { ...target(pos, f), force: Boolean(f.force) }))
       if (f.json) out(JSON.stringify(r))
       else out(`rewound to the start of turn ${r.head}${r.summary ? '; ' + formatSummary(r.summary) : ''}`)
       return 0
@@ -133,7 +134,7 @@ const commands: Record<string, Command> = {
       if (paths.length >= 2 && isRegistered(paths[paths.length - 1])) dir = paths.pop()
       dir ??= findWorkspace(paths[0]) ?? undefined
       if (!dir) throw new CpfsError('NO_HISTORY', `${rest[0]} is not inside a workspace with cpfs history`, 'run it inside a mounted workspace, or name the workspace as the last argument')
-      const r = await api.restore(pos.TURN!, paths, { dir, store: f.store as string | undefined, force: Boolean(f.force) })
+      const r = await showingProgress(Boolean(f.json), () => api.restore(pos.TURN!, paths, { dir, store: f.store as string | undefined, force: Boolean(f.force) }))
       if (f.json) out(JSON.stringify(r))
       else out(`restored ${r.paths.map(p => p.slice(1) || '.').join(', ')} to the start of turn ${r.turn}${r.summary ? '; ' + formatSummary(r.summary) : ' (as a change in the head turn)'}`)
       return 0
@@ -192,9 +193,7 @@ const commands: Record<string, Command> = {
       const reports: hk.PruneReport[] = []
       if (f.orphans) reports.push(...await hk.pruneOrphans())
       if (!f.orphans || pos.DIR) {
-        const progress = process.stderr.isTTY && !f.json ? (m: string) => process.stderr.write(`\rcpfs: ${m}\x1b[K`) : undefined
-        reports.push(await hk.prune({ ...target(pos, f), keepTurns: num(f['keep-turns'], '--keep-turns'), olderThanDays: num(f['older-than'], '--older-than'), maxSize: f['max-size'] as string | undefined, onProgress: progress }))
-        if (progress) process.stderr.write('\r\x1b[K')
+        reports.push(await showingProgress(Boolean(f.json), () => hk.prune({ ...target(pos, f), keepTurns: num(f['keep-turns'], '--keep-turns'), olderThanDays: num(f['older-than'], '--older-than'), maxSize: f['max-size'] as string | undefined })))
       }
       out(f.json ? JSON.stringify(reports, null, 2) : reports.map(formatPrune).join('\n') || 'nothing to prune')
       return 0
@@ -224,7 +223,7 @@ const commands: Record<string, Command> = {
     options: { ...dirStore, ...json },
     args: ['TURN', 'DEST', 'DIR?'],
     run: async (pos, f) => {
-      const r = await api.fork(pos.TURN!, pos.DEST!, target(pos, f))
+      const r = await showingProgress(Boolean(f.json), () => api.fork(pos.TURN!, pos.DEST!, target(pos, f)))
       if (f.json) out(JSON.stringify(r))
       else out(`forked turn ${r.turn} into ${r.dest} (its own history starts there); ${formatSummary(r.summary)}`)
       return 0
@@ -234,7 +233,7 @@ const commands: Record<string, Command> = {
     options: { ...dirStore, force: { type: 'boolean' }, ...json },
     args: ['DIR?'],
     run: async (pos, f) => {
-      const r = await api.undo({ ...target(pos, f), force: Boolean(f.force) })
+      const r = await showingProgress(Boolean(f.json), () => api.undo({ ...target(pos, f), force: Boolean(f.force) }))
       if (f.json) out(JSON.stringify(r))
       else out(`undone: back at the start of turn ${r.head}${r.summary ? '; ' + formatSummary(r.summary) : ''}`)
       return 0
@@ -244,7 +243,7 @@ const commands: Record<string, Command> = {
     options: { ...dirStore, force: { type: 'boolean' }, ...json },
     args: ['DIR?'],
     run: async (pos, f) => {
-      const r = await api.redo({ ...target(pos, f), force: Boolean(f.force) })
+      const r = await showingProgress(Boolean(f.json), () => api.redo({ ...target(pos, f), force: Boolean(f.force) }))
       if (f.json) out(JSON.stringify(r))
       else out(`redone: head is turn ${r.head}${r.summary ? '; ' + formatSummary(r.summary) : ''}`)
       return 0
@@ -273,7 +272,7 @@ const commands: Record<string, Command> = {
     options: { ...dirStore, discard: { type: 'boolean' }, force: { type: 'boolean' }, ...json },
     args: ['DIR?'],
     run: async (pos, f) => {
-      const r = await api.unmount({ ...target(pos, f), discard: Boolean(f.discard), force: Boolean(f.force) })
+      const r = await showingProgress(Boolean(f.json), () => api.unmount({ ...target(pos, f), discard: Boolean(f.discard), force: Boolean(f.force) }))
       if (f.json) out(JSON.stringify(r))
       else if (!r.applied) out(`unmounted; the real directory was left as it was${r.discarded ? `; ${r.discarded} turn${r.discarded === 1 ? '' : 's'} set aside (cpfs redo brings ${r.discarded === 1 ? 'it' : 'them'} back until the next write)` : ''}`)
       else out(`unmounted; ${formatSummary(r.summary!)}`)

@@ -1,16 +1,39 @@
 import * as net from 'node:net'
 import { CpfsError } from '../errors.js'
+import { progressSink } from '../progress.js'
 import type { Reply, Request } from './protocol.js'
 
-/** Send one request to the daemon; throws NOT_RUNNING when nobody listens. */
+/**
+ * Send one request to the daemon; throws NOT_RUNNING when nobody listens. When the caller
+ * listens for progress (withProgress), the daemon's progress lines go to that listener.
+ */
 export function call (socketPath: string, req: Request): Promise<unknown> {
+  const sink = progressSink()
+  if (sink) req = { ...req, progress: true }
   return new Promise((resolve, reject) => {
     const conn = net.connect(socketPath)
     let buf = ''
     let done = false
     conn.setEncoding('utf8')
     conn.on('connect', () => conn.write(JSON.stringify(req) + '\n'))
-    conn.on('data', (d) => { buf += d })
+    conn.on('data', (d) => {
+      buf += d
+      if (!sink) return
+      // Every complete line but the reply is a progress line.
+      let nl
+      while ((nl = buf.indexOf('\n')) >= 0) {
+        const line = buf.slice(0, nl)
+        let msg: any
+        try {
+          msg = JSON.parse(line)
+        } catch {
+          return // not a whole JSON line: the reply, parsed at the end
+        }
+        if (!msg || typeof msg !== 'object' || !('progress' in msg)) return
+        buf = buf.slice(nl + 1)
+        sink(msg.progress)
+      }
+    })
     conn.on('error', (err: any) => {
       if (done) return
       done = true

@@ -16,6 +16,7 @@ import { cacheTimeout, checkFuse, mountFuse, unmountPath } from '../fuse/mount.j
 import { Notifier } from '../fuse/invalidate.js'
 import { ancestors } from '../overlay/paths.js'
 import { applyStack, recover } from '../plans/run.js'
+import { phase } from '../progress.js'
 import { absorbOutsideChanges } from '../plans/absorb.js'
 import { freezeOrigin } from '../plans/freeze.js'
 import { diffTurns, logWithLines, previewRewind } from '../plans/preview.js'
@@ -150,6 +151,9 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
   const shutdown = async (mode: 'apply' | 'discard' | 'keep', force: boolean, lazy = false): Promise<unknown> => {
     if (closing) throw new CpfsError('BUSY', 'the daemon is already shutting down', 'wait a moment and check cpfs status')
     closing = true
+    // Writes still buffered reach the store and the kernel lets go of the mount: seconds
+    // when much was written just before.
+    const unmounting = phase('unmounting', 'steps')
     try {
       await session.flushAll(true)
       // The mount may be gone already (umount -l, fusermount -u -z): nothing to unmount then.
@@ -165,6 +169,8 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
     } catch (err) {
       closing = false
       throw err
+    } finally {
+      unmounting.end()
     }
     ch.stop()
     session.origin.cacheReal(false) // plans see the real directory as it is now

@@ -13,6 +13,7 @@ import { lstatReal } from '../overlay/real.js'
 import type { PlanOp, Times } from './planner.js'
 import { AT_FDCWD, AT_SYMLINK_NOFOLLOW, native } from '../native/index.js'
 import { toSecNs, type Kind } from '../store/entries.js'
+import { countBytes } from '../progress.js'
 
 export interface ApplyResult {
   done: number
@@ -100,6 +101,7 @@ function rewriteInPlace (origin: Origin, chunks: ChunkStore, p: string, op: Extr
       const data = chunks.get(Buffer.from(hex, 'hex'))
       writeAll(fd, data, idx * CHUNK_SIZE)
       written += data.length
+      countBytes(data.length)
       at = idx * CHUNK_SIZE + CHUNK_SIZE
     }
     fs.ftruncateSync(fd, op.size)
@@ -208,6 +210,7 @@ export function applyOps (origin: Origin, chunks: ChunkStore, ops: PlanOp[], opt
               const data = chunks.get(Buffer.from(hex, 'hex'))
               writeAll(fd, data, idx * CHUNK_SIZE)
               bytesWritten += data.length
+              countBytes(data.length)
             }
           } else if (opts.readContent) {
             const read = opts.readContent(op)
@@ -219,6 +222,7 @@ export function applyOps (origin: Origin, chunks: ChunkStore, ops: PlanOp[], opt
               if (isZero(buf.subarray(0, n))) continue
               writeAll(fd, buf.subarray(0, n), pos)
               bytesWritten += n
+              countBytes(n)
             }
           }
           fs.ftruncateSync(fd, op.size)

@@ -14,6 +14,7 @@ import { applyOps } from './applier.js'
 import { planViews } from './planner.js'
 import { expectOf, viewOf, type PlanSummary } from './run.js'
 import { verifyPaths, type Expect } from './verifier.js'
+import { phase } from '../progress.js'
 
 export interface ForkResult {
   turn: number
@@ -63,10 +64,21 @@ export async function forkView (session: Session, turn: number, destArg: string)
         e.src === undefined ? null : (bb, o, l, p) => session.origin.read(e.src!, bb, o, l, p))
     }
     for (const op of plan.ops) if (op.op === 'write') delete op.content
-    const applied = applyOps(destOrigin, session.chunks, plan.ops, { planId: 'fork', readContent })
+    const bytes = plan.ops.reduce((n, op) => n + (op.op === 'write' ? op.size : 0), 0)
+    const writing = phase('writing', 'operations', plan.ops.length, bytes)
+    const applied = applyOps(destOrigin, session.chunks, plan.ops, { planId: 'fork', readContent, onOp: () => writing.item() })
+    writing.end()
+    // What each path must hold: the source's content hashed again, not what was just written.
+    const hashing = phase('hashing the source', 'paths', plan.ops.length, bytes)
     const expect = new Map<string, Expect>()
-    for (const op of plan.ops) expect.set(op.path, expectOf(session, target, op.path, new Map(), false))
-    const result = verifyPaths(destOrigin, expect)
+    for (const op of plan.ops) {
+      expect.set(op.path, expectOf(session, target, op.path, new Map(), false))
+      hashing.item()
+    }
+    hashing.end()
+    const verifying = phase('verifying', 'paths', expect.size, bytes)
+    const result = verifyPaths(destOrigin, expect, () => verifying.item())
+    verifying.end()
     if (result.mismatches.length) {
       const shown = result.mismatches.slice(0, 5).map(m => `${m.path.slice(1)} (${m.why})`).join(', ')
       throw new CpfsError('VERIFY_FAILED', `verification of the fork failed: ${shown}`, 'check the disk holding ' + parent)

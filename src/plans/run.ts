@@ -26,6 +26,8 @@ import { lstatReal, type RealState } from '../overlay/real.js'
 import { realContent, sameContent, viewContent, type Sparse } from './content.js'
 import { capture } from './capture.js'
 import { verifyPaths, type Expect } from './verifier.js'
+import { phase } from '../progress.js'
+import { chunkLen } from '../store/entries.js'
 
 export interface PlanSummary {
   ops: number
@@ -193,7 +195,10 @@ export async function runPlan (session: Session, expected: View, target: View, t
   const origin = session.origin
 
   // 2. drift
+  const checking = phase('checking', 'paths', plan.ops.length)
   const drifted = findDrift(session, expected, plan.ops)
+  checking.set(plan.ops.length)
+  checking.end()
   if (drifted.length && !opts.force) {
     const shown = drifted.slice(0, 5).join(', ') + (drifted.length > 5 ? ` and ${drifted.length - 5} more` : '')
     throw new CpfsError('DRIFT', `the real directory changed outside cpfs: ${shown}`, 'inspect those paths, then run again with --force to replace them (their current content is kept in the store)')
@@ -203,11 +208,14 @@ export async function runPlan (session: Session, expected: View, target: View, t
 
   // 3 + 4. capture and journal, in one synced batch.
   const batch: BatchOp[] = []
+  const capturing = phase('keeping originals', 'paths', ops.length)
   for (const op of ops) {
     const real = lstatReal(origin, op.path)
     if (real.blockedBy) capture(session, real.blockedBy, false, batch)
     capture(session, op.path, op.op === 'remove' && op.type === 'd', batch)
+    capturing.item()
   }
+  capturing.end()
   const journal: Journal = { id: newPlanId(), ops, expect: [...expect], targetStack: opts.targetStack.slice() }
   if (opts.after) journal.after = opts.after
   if (opts.preOps) batch.push(...opts.preOps)
@@ -229,9 +237,12 @@ function materialise (session: Session, target: View, planned: PlanOp[]): { ops:
   const origin = session.origin
   const contents = new Map<string, Sparse>()
   const ops: PlanOp[] = []
+  const writes = planned.filter(op => op.op === 'write')
+  const preparing = phase('preparing', 'files', writes.length, writes.reduce((n, op) => n + (op.op === 'write' ? op.size : 0), 0))
   for (const op of planned) {
     if (op.op === 'write') {
       op.data = viewContent(origin, session.chunks, op.content!, op.size)
+      preparing.item()
       delete op.content
       contents.set(op.path, op.data)
       if (op.ifDiffers) {
@@ -243,6 +254,7 @@ function materialise (session: Session, target: View, planned: PlanOp[]): { ops:
     }
     ops.push(op)
   }
+  preparing.end()
   const expect = new Map<string, Expect>()
   for (const op of ops) expect.set(op.path, { type: null })
   for (const p of expect.keys()) expect.set(p, expectOf(session, target, p, contents))
@@ -285,15 +297,16 @@ function failHook (): ((index: number) => void) | undefined {
   }
 }
 
-function progress (total: number, bytes: number): ((i: number) => void) | undefined {
-  if (!process.stderr.isTTY || process.env.CPFS_QUIET || (total < 1000 && bytes < 100 * 1024 * 1024)) return undefined
-  let last = 0
-  return (i: number) => {
-    const now = Date.now()
-    if (now - last < 100 && i + 1 < total) return
-    last = now
-    process.stderr.write(`\rcpfs: applying ${i + 1}/${total} operations${i + 1 === total ? '\n' : ''}`)
-  }
+/** The bytes a sparse content list holds (its non-zero chunks). */
+function sparseBytes (data: Sparse, size: number): number {
+  let n = 0
+  for (const [idx] of data) n += chunkLen(size, idx)
+  return n
+}
+
+/** The bytes a plan writes: the data chunks of its file writes. */
+function dataBytes (ops: PlanOp[]): number {
+  return ops.reduce((n, op) => n + (op.op === 'write' ? (op.data ? sparseBytes(op.data, op.size) : op.size) : 0), 0)
 }
 
 function testEditHook (origin: Session['origin']): ((index: number, op: PlanOp) => void) | undefined {
@@ -309,8 +322,7 @@ async function finish (session: Session, j: Journal, recovered: boolean, prints?
   const origin = session.origin
   if (recovered) cleanTemps(origin, j.ops, j.id)
   let applied
-  const bytes = j.ops.reduce((n, op) => n + (op.op === 'write' ? op.size : 0), 0)
-  const tick = progress(j.ops.length, bytes)
+  const applying = phase('applying', 'operations', j.ops.length, dataBytes(j.ops))
   const fail = failHook()
   const edit = recovered ? undefined : testEditHook(origin)
   try {
@@ -318,8 +330,9 @@ async function finish (session: Session, j: Journal, recovered: boolean, prints?
       planId: j.id,
       prints,
       beforeOp: (i, op) => { edit?.(i, op); fail?.(i) },
-      onOp: (i) => { tick?.(i); if (!recovered) crashHook(i) }
+      onOp: (i) => { applying.item(); if (!recovered) crashHook(i) }
     })
+    applying.end()
   } catch (err: any) {
     if (err instanceof CpfsError && err.code === 'UNSAFE_PATH') throw err
     const cause = String(err?.message ?? err).split('\n')[0]
@@ -332,7 +345,9 @@ async function finish (session: Session, j: Journal, recovered: boolean, prints?
   }
   const skipped = applied.skipped
   const expect = new Map(j.expect.filter(([p]) => !skipped.some(q => p === q || p.startsWith(q + '/'))))
-  const result = verifyPaths(origin, expect)
+  const verifying = phase('verifying', 'paths', expect.size, [...expect.values()].reduce((n, e) => n + (e.data ? sparseBytes(e.data, e.size!) : 0), 0))
+  const result = verifyPaths(origin, expect, () => verifying.item())
+  verifying.end()
   if (result.mismatches.length) {
     await session.store.batch([{ type: 'del', key: JOURNAL_KEY }], true)
     const shown = result.mismatches.slice(0, 5).map(m => `${m.path.slice(1) || '.'} (${m.why})`).join(', ')
