@@ -3,11 +3,11 @@
 // the workspace is mounted, or opens the store itself when it is not.
 import { spawn } from 'node:child_process'
 import * as fs from 'node:fs'
-import { basename, dirname, isAbsolute, join, relative, resolve as resolvePath } from 'node:path'
-import { normaliseUserPath } from './overlay/paths.js'
+import { basename, dirname, join, resolve as resolvePath } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { CpfsError } from './errors.js'
 import { call, ping } from './control/client.js'
+import { statusFromDaemon, workspacePaths } from './control/mounted.js'
 import type { ReadyInfo } from './daemon/daemon.js'
 import { runDaemon } from './daemon/daemon.js'
 import { checkFuse, unmountPath } from './fuse/mount.js'
@@ -273,16 +273,6 @@ export interface RestoreResult {
   summary?: PlanSummary
 }
 
-/** Workspace-relative, normalised paths; `paths` may be absolute (inside the workspace) or relative to it. */
-function workspacePaths (workspace: string, paths: string[]): string[] {
-  return paths.map(p => {
-    const rel = isAbsolute(p) ? relative(workspace, resolvePath(p)) : p
-    const n = normaliseUserPath(rel)
-    if (n === null || rel.startsWith('..') || isAbsolute(rel)) throw new CpfsError('PATH_OUTSIDE', `${p} is outside the workspace ${workspace}`, 'give paths inside the workspace')
-    return n
-  })
-}
-
 /**
  * Restore files or directories to their state at the start of TURN. Mounted: a new change
  * in the head turn. Not mounted: the same change, applied through a verified plan.
@@ -393,10 +383,7 @@ export async function status (opts: Target = {}): Promise<StatusInfo> {
   const loc = where(opts)
   const storeBytes = dirBytes(loc.store)
   if (await daemonUp(loc)) {
-    const s = await call(loc.socket, { cmd: 'status' }) as any
-    const out: StatusInfo = { workspace: loc.workspace, mounted: true, stale: false, pid: s.pid, head: s.head, turns: s.turns, pending: s.pending, redo: s.redo, store: loc.store, storeBytes, skipped: s.skipped, ops: s.ops }
-    if (s.spaceRefusedAt) out.spaceRefusedAt = s.spaceRefusedAt
-    return out
+    return statusFromDaemon(loc, await call(loc.socket, { cmd: 'status' }), storeBytes)
   }
   const stale = loc.stale || isMounted(loc.workspace)
   const empty: StatusInfo = { workspace: loc.workspace, mounted: false, stale, pid: null, head: null, turns: 0, pending: 0, redo: 0, store: loc.store, storeBytes, skipped: [] }

@@ -53,6 +53,11 @@ export function enclosingMount (p: string, mounts = cpfsMounts()): string | null
   return best
 }
 
+/** The cpfs mount that holds `p` (resolved as the kernel sees it), or null. */
+export function mountHolding (p: string): string | null {
+  return enclosingMount(realish(p))
+}
+
 /**
  * The workspace that holds `p` (default: the current directory): the nearest cpfs mount above
  * it, else the nearest directory with history. `touch: false` looks at the mount table only

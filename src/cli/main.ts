@@ -6,7 +6,9 @@
 // current directory, upwards (src/workspaces.ts).
 import { parseArgs } from 'node:util'
 import { CpfsError, isCpfsError } from '../errors.js'
-import * as api from '../api.js'
+import type { Target, UnmountResult } from '../api.js'
+import type { TurnInfo } from '../session/session.js'
+import { askDaemon, mountedLocation, statusFromDaemon, workspacePaths } from '../control/mounted.js'
 import { formatAll, formatDiff, formatLog, formatPreview, formatPrune, formatStat, formatStatus, formatSummary, setColour } from './format.js'
 import { statSync, writeFileSync } from 'node:fs'
 import { createInterface } from 'node:readline'
@@ -20,6 +22,16 @@ import { endOutput, guardPipes, out, startPager } from './output.js'
 import { suggest } from './suggest.js'
 
 guardPipes()
+
+// The library is loaded only when a command needs it: on a mounted workspace the commands an
+// agent host runs every message (turn, status, log, rewind, diff, undo, redo) only talk to the
+// daemon (control/mounted.ts), and node starting is most of their time.
+const lib = async () => await import('../api.js')
+
+/** The daemon's answer when DIR (or the current directory) is in a mounted workspace; else undefined. */
+async function viaMount<T> (pos: Record<string, string | undefined>, f: Flags, cmd: string, args?: Record<string, unknown>): Promise<T | undefined> {
+  return await askDaemon<T>(mountedLocation(pos.DIR, f.store as string | undefined), cmd, args)
+}
 
 type Flags = Record<string, string | boolean | undefined>
 
@@ -53,7 +65,7 @@ function workspaceOf (dir: string | undefined): string {
   return findWorkspaceOf(dir ?? process.cwd()) ?? resolve(dir ?? '.')
 }
 
-function target (pos: Record<string, string | undefined>, f: Flags): api.Target {
+function target (pos: Record<string, string | undefined>, f: Flags): Target {
   return { dir: workspaceOf(pos.DIR), store: f.store as string | undefined }
 }
 
@@ -69,7 +81,7 @@ const commands: Record<string, Command> = {
     args: ['DIR?'],
     run: async (pos, f) => {
       // The directory itself: mounting never picks a workspace above (that would nest).
-      const info = await api.mount({ dir: pos.DIR ?? '.', store: f.store as string | undefined, foreground: Boolean(f.foreground), allowOther: Boolean(f['allow-other']) })
+      const info = await (await lib()).mount({ dir: pos.DIR ?? '.', store: f.store as string | undefined, foreground: Boolean(f.foreground), allowOther: Boolean(f['allow-other']) })
       if (f.json) out(JSON.stringify(info))
       else {
         out(String(info.head))
@@ -84,7 +96,8 @@ const commands: Record<string, Command> = {
     options: { ...dirStore, message: { type: 'string', short: 'm' }, prompt: { type: 'string' }, id: { type: 'string' }, ...json },
     args: ['DIR?'],
     run: async (pos, f) => {
-      const head = await api.turn({ ...target(pos, f), message: f.message as string | undefined, prompt: f.prompt as string | undefined, id: f.id as string | undefined })
+      const labels = { message: f.message as string | undefined, prompt: f.prompt as string | undefined, id: f.id as string | undefined }
+      const head = (await viaMount<{ head: number }>(pos, f, 'turn', labels))?.head ?? await (await lib()).turn({ ...target(pos, f), ...labels })
       out(f.json ? JSON.stringify({ head }) : String(head))
       return 0
     }
@@ -93,7 +106,7 @@ const commands: Record<string, Command> = {
     options: { ...dirStore, ...json, ...paging },
     args: ['DIR?'],
     run: async (pos, f) => {
-      const turns = await api.log({ ...target(pos, f), lines: true })
+      const turns = await viaMount<TurnInfo[]>(pos, f, 'log', { lines: true }) ?? await (await lib()).log({ ...target(pos, f), lines: true })
       page(f)
       out(f.json ? JSON.stringify(turns, null, 2) : formatLog(turns))
       return 0
@@ -104,7 +117,7 @@ const commands: Record<string, Command> = {
     args: ['TURN', 'DIR?'],
     run: async (pos, f) => {
       if (f['dry-run']) {
-        const p = await api.rewindPreview(pos.TURN!, target(pos, f))
+        const p = await (await lib()).rewindPreview(pos.TURN!, target(pos, f))
         if (f.json) {
           // Exactly the agent SDKs' rewind_files(dry_run) shape; exit 0 either way.
           const j: Record<string, unknown> = { canRewind: p.canRewind }
@@ -117,7 +130,8 @@ const commands: Record<string, Command> = {
         out(formatPreview(displayLine(pos.TURN!), p))
         return p.canRewind ? 0 : 1
       }
-      const r = await showingProgress(Boolean(f.json), () => api.rewind(pos.TURN!, { ...target(pos, f), force: Boolean(f.force) }))
+      const fast = await viaMount<{ head: number, dropped: number }>(pos, f, 'rewind', { turn: pos.TURN })
+      const r = fast ? { ...fast, mounted: true, summary: undefined } : await showingProgress(Boolean(f.json), async () => (await lib()).rewind(pos.TURN!, { ...target(pos, f), force: Boolean(f.force) }))
       if (f.json) out(JSON.stringify(r))
       else out(`rewound to the start of turn ${r.head}${r.summary ? '; ' + formatSummary(r.summary) : ''}`)
       return 0
@@ -135,7 +149,11 @@ const commands: Record<string, Command> = {
         dir = spec
         spec = undefined
       }
-      const r = await api.diff(spec, { dir: workspaceOf(dir), store: f.store as string | undefined, patches: !f.stat && !f.json, paths: paths.map(p => resolve(p)) })
+      const patches = !f.stat && !f.json
+      const loc = mountedLocation(dir, f.store as string | undefined)
+      const rel = loc && paths.length ? workspacePaths(loc.workspace, paths.map(p => resolve(p))) : undefined
+      const r = await askDaemon<{ changes: import('../plans/changes.js').Change[] }>(loc, 'diff', { spec, patches, paths: rel }) ??
+        await (await lib()).diff(spec, { dir: workspaceOf(dir), store: f.store as string | undefined, patches, paths: paths.map(p => resolve(p)) })
       page(f)
       if (f.json) out(JSON.stringify(r.changes, null, 2))
       else out(f.stat ? formatStat(r.changes) : formatDiff(r.changes))
@@ -152,7 +170,7 @@ const commands: Record<string, Command> = {
       if (paths.length >= 2 && isRegistered(paths[paths.length - 1])) dir = paths.pop()
       dir ??= findWorkspaceOf(paths[0]) ?? undefined
       if (!dir) throw new CpfsError('NO_HISTORY', `${displayLine(rest[0])} is not inside a workspace with cpfs history`, 'run it inside a mounted workspace, or name the workspace as the last argument')
-      const r = await showingProgress(Boolean(f.json), () => api.restore(pos.TURN!, paths, { dir, store: f.store as string | undefined, force: Boolean(f.force) }))
+      const r = await showingProgress(Boolean(f.json), async () => (await lib()).restore(pos.TURN!, paths, { dir, store: f.store as string | undefined, force: Boolean(f.force) }))
       if (f.json) out(JSON.stringify(r))
       else out(`restored ${r.paths.map(p => displayLine(p.slice(1)) || '.').join(', ')} to the start of turn ${r.turn}${r.summary ? '; ' + formatSummary(r.summary) : ' (as a change in the head turn)'}`)
       return 0
@@ -246,7 +264,7 @@ const commands: Record<string, Command> = {
     options: { ...dirStore, ...json },
     args: ['TURN', 'DEST', 'DIR?'],
     run: async (pos, f) => {
-      const r = await showingProgress(Boolean(f.json), () => api.fork(pos.TURN!, pos.DEST!, target(pos, f)))
+      const r = await showingProgress(Boolean(f.json), async () => (await lib()).fork(pos.TURN!, pos.DEST!, target(pos, f)))
       if (f.json) out(JSON.stringify(r))
       else out(`forked turn ${r.turn} into ${r.dest} (its own history starts there); ${formatSummary(r.summary)}`)
       return 0
@@ -256,7 +274,8 @@ const commands: Record<string, Command> = {
     options: { ...dirStore, force: { type: 'boolean' }, ...json },
     args: ['DIR?'],
     run: async (pos, f) => {
-      const r = await showingProgress(Boolean(f.json), () => api.undo({ ...target(pos, f), force: Boolean(f.force) }))
+      const fast = await viaMount<{ head: number, dropped: number }>(pos, f, 'undo')
+      const r = fast ? { ...fast, mounted: true, summary: undefined } : await showingProgress(Boolean(f.json), async () => (await lib()).undo({ ...target(pos, f), force: Boolean(f.force) }))
       if (f.json) out(JSON.stringify(r))
       else out(`undone: back at the start of turn ${r.head}${r.summary ? '; ' + formatSummary(r.summary) : ''}`)
       return 0
@@ -266,7 +285,8 @@ const commands: Record<string, Command> = {
     options: { ...dirStore, force: { type: 'boolean' }, ...json },
     args: ['DIR?'],
     run: async (pos, f) => {
-      const r = await showingProgress(Boolean(f.json), () => api.redo({ ...target(pos, f), force: Boolean(f.force) }))
+      const fast = await viaMount<{ head: number }>(pos, f, 'redo')
+      const r = fast ? { ...fast, mounted: true, summary: undefined } : await showingProgress(Boolean(f.json), async () => (await lib()).redo({ ...target(pos, f), force: Boolean(f.force) }))
       if (f.json) out(JSON.stringify(r))
       else out(`redone: head is turn ${r.head}${r.summary ? '; ' + formatSummary(r.summary) : ''}`)
       return 0
@@ -283,10 +303,12 @@ const commands: Record<string, Command> = {
         return 0
       }
       if (f['reset-stats']) {
-        await api.resetStats(target(pos, f))
+        await (await lib()).resetStats(target(pos, f))
         return 0
       }
-      const s = await api.status(target(pos, f))
+      const loc = mountedLocation(pos.DIR, f.store as string | undefined)
+      const fast = await askDaemon(loc, 'status')
+      const s = fast ? statusFromDaemon(loc!, fast) : await (await lib()).status(target(pos, f))
       if (!f.stats) delete s.ops
       out(f.json ? JSON.stringify(s) : formatStatus(s))
       return 0
@@ -299,9 +321,9 @@ const commands: Record<string, Command> = {
       const t = target(pos, f)
       // This process must not keep the mount busy itself (the README's flow runs it from inside).
       process.chdir('/')
-      let r: api.UnmountResult
+      let r: UnmountResult
       try {
-        r = await showingProgress(Boolean(f.json), () => api.unmount({ ...t, discard: Boolean(f.discard), force: Boolean(f.force) }))
+        r = await showingProgress(Boolean(f.json), async () => (await lib()).unmount({ ...t, discard: Boolean(f.discard), force: Boolean(f.force) }))
       } catch (err) {
         if (!isCpfsError(err) || err.code !== 'MOUNT_BUSY') throw err
         const { holdersOf, describeHolders } = await import('./holders.js')
@@ -340,7 +362,7 @@ async function completion (rest: string[]): Promise<number> {
     case 'turns': {
       // For the completion scripts: turn numbers and ids of the workspace here, quietly.
       try {
-        const turns = await api.log({ dir: workspaceOf(rest[1]) })
+        const turns = await (await lib()).log({ dir: workspaceOf(rest[1]) })
         out(turns.flatMap(t => [String(t.turn), ...(t.id ? [t.id] : [])]).join('\n'))
       } catch {}
       return 0

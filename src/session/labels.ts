@@ -18,7 +18,7 @@ const CONTROLS = /[\x00-\x08\x0b-\x1f\x7f-\x9f]/g
  * U+FFFD, tabs made spaces; newlines kept only when `multiline`.
  */
 export function neutralise (s: string, multiline = true): string {
-  let out = String(s).replace(SEQUENCES, '').replace(/\t/g, ' ').replace(CONTROLS, '\ufffd')
+  let out = String(s).replace(/\r\n/g, '\n').replace(SEQUENCES, '').replace(/\t/g, ' ').replace(CONTROLS, '\ufffd')
   if (!multiline) out = out.replace(/\r?\n/g, ' ')
   return out
 }
