@@ -44,13 +44,14 @@ const TREE = [
   "printf 'one\\ntwo\\nthree\\n\\n' > trailing.txt", // ends in an empty line: the last context line is empty
   "printf 'no newline' > nonl.txt",
   'seq 1 50 > lines.txt',
+  'seq 1 3000 > wide.txt', // rewritten whole below: past the diff's edit limit (a whole-file hunk)
   'echo gone > old.txt',
   'echo run > tool.sh',
   'mkdir -p src/deep && echo x > src/deep/x.txt && echo y > src/y.txt',
   'head -c 3000 /dev/urandom > blob.bin',
   'ln -s src link'
 ].join(' && ')
-const TEXT_WORK = "printf 'ONE\\ntwo\\nthree\\n\\n' > trailing.txt && printf 'no newline, changed' > nonl.txt && sed -i '25s/.*/twenty-five/' lines.txt && rm old.txt && echo new > src/new.txt && echo Y >> src/y.txt"
+const TEXT_WORK = "sed -i 's/$/x/' wide.txt && printf 'ONE\\ntwo\\nthree\\n\\n' > trailing.txt && printf 'no newline, changed' > nonl.txt && sed -i '25s/.*/twenty-five/' lines.txt && rm old.txt && echo new > src/new.txt && echo Y >> src/y.txt"
 const OTHER_WORK = 'chmod +x tool.sh && printf X >> blob.bin && rm link && ln -s src/deep link'
 
 if (fuseAvailable(t)) {
@@ -87,6 +88,7 @@ if (fuseAvailable(t)) {
     fs.writeFileSync(p12, w.cpfs('diff', '1..2', w.ws).stdout)
     t.match(fs.readFileSync(p1, 'utf8'), /@@ -1,4 \+1,4 @@\n-one\n\+ONE\n two\n three\n \n/, 'the final empty context line is kept')
     t.match(fs.readFileSync(p1, 'utf8'), /\\ No newline at end of file/, 'a missing final newline is marked')
+    t.match(fs.readFileSync(p1, 'utf8'), /\n@@ -1,3000 \+1,3000 @@\n-1\n-2\n/, 'a file changed on every line: one hunk, all out and all in')
     const gitCopy = join(w.ws, '..', 'git-copy')
     const patchCopy = join(w.ws, '..', 'patch-copy')
     const rangeCopy = join(w.ws, '..', 'range-copy')
@@ -248,6 +250,35 @@ if (fuseAvailable(t)) {
     w.ok('unmount', w.ws)
   })
 
+  t.test('on a mounted workspace the per-message commands load only the control client', async t => {
+    // Which modules a command loads, from a resolve hook (its speed is measured in bench/cli-start.mjs).
+    const w = workspace(t, 'echo 1 > f')
+    const trace = join(w.ws, '..', 'trace.mjs')
+    const hooks = join(w.ws, '..', 'trace-hooks.mjs')
+    fs.writeFileSync(hooks, `export async function resolve (specifier, context, next) {
+  const r = await next(specifier, context)
+  if (!r.url.startsWith('node:')) process.stderr.write('IMPORT ' + r.url + '\\n')
+  return r
+}
+`)
+    fs.writeFileSync(trace, `import { register } from 'node:module'\nregister(${JSON.stringify('file://' + hooks)})\n`)
+    const loaded = (args: string[], input?: string) => {
+      const r = spawnSync(process.execPath, ['--import', trace, CLI, ...args], { cwd: w.ws, env: w.env, encoding: 'utf8', input })
+      t.equal(r.status, 0, `cpfs ${args.join(' ')}: ${r.stderr.split('\n').filter(l => !l.startsWith('IMPORT')).join(' ').trim()}`)
+      return [...new Set(r.stderr.split('\n').filter(l => l.startsWith('IMPORT ')).map(l => l.slice(7)))]
+    }
+    w.ok('mount', w.ws)
+    const heavy = /\/dist\/(api|daemon|session\/session|plans|mcp|overlay\/(overlay|view|origin)|store\/store)|classic-level|@modelcontextprotocol|node_modules\/diff\//
+    const hook = JSON.stringify({ session_id: 's', cwd: w.ws, hook_event_name: 'UserPromptSubmit', prompt: 'hi' })
+    for (const [args, input] of [[['turn']], [['status']], [['log']], [['diff', '--stat']], [['rewind', '1']], [['hook', 'claude-code'], hook]] as Array<[string[], string?]>) {
+      const mods = loaded(args, input)
+      t.ok(mods.some(m => m.endsWith('/dist/cli/main.js')), `cpfs ${args[0]}: the trace works`)
+      t.same(mods.filter(m => heavy.test(m)), [], `cpfs ${args[0]} loads no library, store, planner, daemon or MCP module (${mods.length} modules)`)
+    }
+    w.ok('unmount', w.ws)
+    t.ok(loaded(['log']).some(m => heavy.test(m)), 'not mounted, log does load the library (the check can fail)')
+  })
+
   t.test('typos, per-command help, status --all, completion for bash, zsh and fish', async t => {
     const w = workspace(t, 'echo 1 > f')
     let r = w.cpfs('umount')
@@ -273,6 +304,11 @@ if (fuseAvailable(t)) {
     t.ok(mine && theirs, `status --all lists both workspaces of ${home}`)
     t.ok(theirs.lastUsed > 0 && theirs.lastUsed <= Date.now(), 'an unmounted workspace: when it was last used, from its history')
     t.notMatch(w.ok('status', '--all'), new RegExp(`${other.ws}.*\\b0s ago`), 'not "used 0s ago" for every workspace')
+    // A sandboxed run keeps its history under $CPFS_HOME/sandboxes: status --all lists it too.
+    const sb = w.cpfs('exec', other.ws, '--sandbox', '--', 'bash', '-c', 'echo s > s')
+    t.equal(sb.code, 0, `exec --sandbox: ${sb.stderr.trim()}`)
+    const withSandbox = JSON.parse(w.ok('status', '--all', '--json'))
+    t.ok(withSandbox.some((x: any) => x.sandbox === true && x.workspace === other.ws), 'status --all includes the sandbox\'s history')
 
     // The completion scripts call cpfs by name (for turn numbers and ids): put it on PATH.
     const bin = join(w.ws, '..', 'bin')

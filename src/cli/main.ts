@@ -356,6 +356,7 @@ function completionSpecs (): Record<string, import('./completion.js').CommandSpe
 async function completion (rest: string[]): Promise<number> {
   const c = await import('./completion.js')
   switch (rest[0]) {
+    case '--help': case '-h': out(usage('completion')); return 0
     case 'bash': out(c.bashCompletion(completionSpecs())); return 0
     case 'zsh': out(c.zshCompletion(completionSpecs())); return 0
     case 'fish': out(c.fishCompletion(completionSpecs())); return 0
@@ -386,7 +387,7 @@ async function main (argv: string[]): Promise<number> {
   }
   if (name === 'help') {
     const topic = rest[0]
-    if (topic && !commands[topic]) throw unknownCommand(topic)
+    if (topic && !commands[topic] && topic !== 'completion') throw unknownCommand(topic)
     out(topic ? usage(topic) : HELP)
     return 0
   }

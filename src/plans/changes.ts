@@ -3,7 +3,7 @@
 // binary files, modes, symlink targets, deletions and directory moves. Used by `cpfs diff`
 // and `cpfs rewind --dry-run`. Read-only: it never stores anything.
 import { diffLines } from 'diff'
-import { filePatch, type Side } from './patch.js'
+import { filePatch, lineCount, MAX_EDIT_LINES, type Side } from './patch.js'
 import { readEntry } from '../overlay/origin.js'
 import { sameContent, viewContent } from './content.js'
 import { isWithin, rebase } from '../overlay/paths.js'
@@ -83,7 +83,10 @@ function target (v: View, r: Resolved): string {
 function countLines (a: string, b: string): { insertions: number, deletions: number } {
   let insertions = 0
   let deletions = 0
-  for (const part of diffLines(a, b)) {
+  const parts = diffLines(a, b, { maxEditLength: MAX_EDIT_LINES })
+  // Too different to search for the minimal diff (patch.ts): every old line out, every new one in.
+  if (!parts) return { insertions: lineCount(b), deletions: lineCount(a) }
+  for (const part of parts) {
     if (part.added) insertions += part.count ?? 0
     else if (part.removed) deletions += part.count ?? 0
   }

@@ -75,9 +75,40 @@ function literal (b: Buffer): string {
   return `literal ${b.length}\n${lines.join('\n')}\n`
 }
 
+/**
+ * Past this many inserted plus deleted lines, the minimal diff is not searched for (Myers is
+ * quadratic in it: a 20,000-line file rewritten line by line took the daemon over a minute,
+ * during which the mount answered nothing); the change is then shown as all old lines out and
+ * all new lines in — a larger patch, still exact.
+ */
+export const MAX_EDIT_LINES = 2000
+
+function splitLines (s: string): { lines: string[], endsWithNewline: boolean } {
+  if (s === '') return { lines: [], endsWithNewline: true }
+  const endsWithNewline = s.endsWith('\n')
+  const lines = (endsWithNewline ? s.slice(0, -1) : s).split('\n')
+  return { lines, endsWithNewline }
+}
+
+/** The number of lines in a text, as a diff counts them. */
+export function lineCount (s: string): number {
+  return splitLines(s).lines.length
+}
+
+/** One hunk replacing every line of `a` by every line of `b`. */
+function wholeHunk (a: string, b: string): string {
+  const o = splitLines(a)
+  const n = splitLines(b)
+  const side = (x: { lines: string[], endsWithNewline: boolean }, sign: string): string =>
+    x.lines.map(l => sign + l + '\n').join('') + (x.lines.length && !x.endsWithNewline ? '\\ No newline at end of file\n' : '')
+  return `@@ -${o.lines.length ? 1 : 0},${o.lines.length} +${n.lines.length ? 1 : 0},${n.lines.length} @@\n` + side(o, '-') + side(n, '+')
+}
+
 function hunks (a: string, b: string): string {
   let out = ''
-  for (const h of structuredPatch('a', 'b', a, b, '', '', { context: 3 }).hunks) {
+  const patch = structuredPatch('a', 'b', a, b, '', '', { context: 3, maxEditLength: MAX_EDIT_LINES })
+  if (!patch) return wholeHunk(a, b)
+  for (const h of patch.hunks) {
     const os = h.oldLines === 0 ? h.oldStart - 1 : h.oldStart
     const ns = h.newLines === 0 ? h.newStart - 1 : h.newStart
     out += `@@ -${os},${h.oldLines} +${ns},${h.newLines} @@\n` + h.lines.map(l => l + '\n').join('')
