@@ -25,7 +25,7 @@ if (fuseAvailable(t)) {
     const r = w.sh(`${env} unshare -m --propagation private ${SCRIPT} "echo v2 > app.txt" "mkdir out && echo built > out/x" "exit 7" "echo never > never"`, '/')
     t.equal(r.code, 7, 'exits with the failing command\'s code')
     const log = JSON.parse(fs.readFileSync(join(art, 'log.json'), 'utf8'))
-    t.same(log.map((x: any) => x.message), [null, 'echo v2 > app.txt', 'mkdir out && echo built > out/x', 'exit 7'], 'one turn per command')
+    t.same(log.map((x: any) => x.prompt), [null, 'echo v2 > app.txt', 'mkdir out && echo built > out/x', 'exit 7'], 'one turn per command')
     t.match(fs.readFileSync(join(art, 'turn-2.diff'), 'utf8'), /-v1\n\+v2/, 'a diff per turn')
     t.match(fs.readFileSync(join(art, 'turn-3.diff'), 'utf8'), /\+built/)
     t.match(fs.readFileSync(join(art, 'summary.txt'), 'utf8'), /verified \d+ paths[\s\S]*exit code 7/, 'summary')

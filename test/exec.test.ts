@@ -42,7 +42,7 @@ if (fuseAvailable(t)) {
     const r = w.cpfs('exec', w.ws, '--turn-per-command', '--', 'echo one > one.txt', 'echo two > two.txt', 'false', 'echo never > never.txt')
     t.equal(r.code, 1, 'stops at the first failing command with its code')
     const log = JSON.parse(w.ok('log', w.ws, '--json'))
-    t.same(log.map((x: any) => x.message), [null, 'echo one > one.txt', 'echo two > two.txt', 'false'], 'one turn per command, named after it')
+    t.same(log.map((x: any) => x.prompt), [null, 'echo one > one.txt', 'echo two > two.txt', 'false'], 'one turn per command, its command line as the prompt')
     t.same(log.map((x: any) => x.files), [0, 1, 1, 0])
     t.notOk(fs.existsSync(join(w.ws, 'never.txt')))
   })
