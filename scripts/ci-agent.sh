@@ -44,7 +44,7 @@ await () {
 
 code=0
 if [ "$mode" = signal ]; then
-  trap 'cpfs turn "$ws" -m "signal at $(date -u +%H:%M:%S)" >/dev/null' USR1
+  trap 'cpfs turn "$ws" --prompt "signal at $(date -u +%H:%M:%S)" >/dev/null' USR1
   (cd "$ws" && exec "$@") &
   child=$!
   groups+=("$child")
@@ -52,7 +52,7 @@ if [ "$mode" = signal ]; then
   code=$?
 else
   for cmd in "$@"; do
-    cpfs turn "$ws" -m "$cmd" >/dev/null
+    cpfs turn "$ws" --prompt "$cmd" >/dev/null
     (cd "$ws" && exec bash -c "$cmd") &
     child=$!
     groups+=("$child")

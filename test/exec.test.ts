@@ -49,7 +49,7 @@ if (fuseAvailable(t)) {
 
   t.test('a signal reaches the command and the mount is cleaned up', async t => {
     const w = workspace(t, TREE)
-    const child = spawn(process.execPath, [CLI, 'exec', w.ws, '--', 'bash', '-c', 'echo started > started.txt; trap "echo got-term > term.txt; exit 143" TERM; while true; do sleep 0.1; done'], { env: w.env, stdio: 'ignore' })
+    const child = spawn(process.execPath, [CLI, 'exec', w.ws, '--', 'bash', '-c', 'trap "echo got-term > term.txt; exit 143" TERM; echo started > started.txt; while true; do sleep 0.1; done'], { env: w.env, stdio: 'ignore' })
     for (let i = 0; i < 100 && !isMountedAt(w.ws); i++) await sleep(50)
     for (let i = 0; i < 100; i++) {
       if (w.sh('test -e started.txt').code === 0) break

@@ -4,7 +4,7 @@
 // SDK) only when the workspace is not mounted. Nothing here may import more than the control
 // client, the locator and the mount table: that is what keeps `cpfs turn` as fast as node starts.
 import { isAbsolute, relative, resolve } from 'node:path'
-import { call } from './client.js'
+import { call, ping } from './client.js'
 import { CpfsError } from '../errors.js'
 import type { StatusInfo } from '../api.js'
 import { normaliseUserPath } from '../overlay/paths.js'
@@ -19,10 +19,13 @@ export function mountedLocation (dir: string | undefined, store?: string): Locat
 
 /**
  * Ask the daemon of the mounted workspace at `loc`; undefined when no daemon listens (a stale
- * mount: the caller goes the long way, which reports or recovers it).
+ * mount: the caller goes the long way, which reports or recovers it); DAEMON_TIMEOUT when one
+ * listens but does not answer a ping.
  */
 export async function askDaemon<T> (loc: Location | null, cmd: string, args?: Record<string, unknown>): Promise<T | undefined> {
-  if (loc === null) return undefined
+  // As the library does: a ping with a timeout first (a stopped daemon accepts the connection
+  // and never answers; the command itself may rightly take long, a rewind of a big tree).
+  if (loc === null || !await ping(loc.socket)) return undefined
   try {
     return await call(loc.socket, args === undefined ? { cmd } : { cmd, args }) as T
   } catch (err) {
