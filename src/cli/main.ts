@@ -11,7 +11,6 @@ import type { TurnInfo } from '../session/session.js'
 import { askDaemon, mountedLocation, statusFromDaemon, workspacePaths } from '../control/mounted.js'
 import { formatAll, formatDiff, formatLog, formatPreview, formatPrune, formatStat, formatStatus, formatSummary, setColour } from './format.js'
 import { statSync, writeFileSync } from 'node:fs'
-import { createInterface } from 'node:readline'
 import { resolve } from 'node:path'
 import { findWorkspaceOf } from '../workspaces.js'
 import { isRegistered } from '../store/locate.js'
@@ -70,9 +69,9 @@ function target (pos: Record<string, string | undefined>, f: Flags): Target {
 }
 
 /** Long output on a terminal goes through the pager, as git's does. */
-function page (f: Flags): void {
+async function page (f: Flags): Promise<void> {
   if (typeof f.color === 'string') setColour(f.color)
-  if (!f['no-pager']) startPager()
+  if (!f['no-pager']) await startPager()
 }
 
 const commands: Record<string, Command> = {
@@ -107,7 +106,7 @@ const commands: Record<string, Command> = {
     args: ['DIR?'],
     run: async (pos, f) => {
       const turns = await viaMount<TurnInfo[]>(pos, f, 'log', { lines: true }) ?? await (await lib()).log({ ...target(pos, f), lines: true })
-      page(f)
+      await page(f)
       out(f.json ? JSON.stringify(turns, null, 2) : formatLog(turns))
       return 0
     }
@@ -154,7 +153,7 @@ const commands: Record<string, Command> = {
       const rel = loc && paths.length ? workspacePaths(loc.workspace, paths.map(p => resolve(p))) : undefined
       const r = await askDaemon<{ changes: import('../plans/changes.js').Change[] }>(loc, 'diff', { spec, patches, paths: rel }) ??
         await (await lib()).diff(spec, { dir: workspaceOf(dir), store: f.store as string | undefined, patches, paths: paths.map(p => resolve(p)) })
-      page(f)
+      await page(f)
       if (f.json) out(JSON.stringify(r.changes, null, 2))
       else out(f.stat ? formatStat(r.changes) : formatDiff(r.changes))
       return 0
@@ -247,6 +246,7 @@ const commands: Record<string, Command> = {
       const t = target(pos, f)
       if (!f.yes) {
         if (!process.stdin.isTTY) throw new CpfsError('USAGE', 'forget deletes the whole history and needs confirmation', 'pass --yes')
+        const { createInterface } = await import('node:readline')
         const rl = createInterface({ input: process.stdin, output: process.stderr })
         const answer = await new Promise<string>(done => rl.question(`Delete every turn of ${t.dir}? This cannot be undone. [y/N] `, done))
         rl.close()

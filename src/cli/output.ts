@@ -3,7 +3,7 @@
 // convention `git log | head` follows. On a terminal, long output (diff, log) goes through a
 // pager as git does: $CPFS_PAGER, else $PAGER, else less with LESS=FRX (quit at once when it fits
 // one screen, keep colours, leave the text on the screen); "" or "cat" turn it off.
-import { spawn, type ChildProcess } from 'node:child_process'
+import type { ChildProcess } from 'node:child_process'
 
 /** Exit status when stdout was closed by its reader: 128 + SIGPIPE. */
 export const EPIPE_STATUS = 141
@@ -34,9 +34,11 @@ export function pagerCommand (env: NodeJS.ProcessEnv = process.env): string | nu
 }
 
 /** Send what follows through the pager (when there is one to use). */
-export function startPager (): void {
+export async function startPager (): Promise<void> {
   const cmd = pagerCommand()
   if (!cmd || pager) return
+  // Loaded only here: most commands never page, and loading costs each of them start-up time.
+  const { spawn } = await import('node:child_process')
   const env = { ...process.env }
   env.LESS ??= 'FRX'
   env.LV ??= '-c'
