@@ -13,7 +13,7 @@ const argv = process.argv.slice(2)
 const opt = (name, def) => { const i = argv.indexOf(name); return i >= 0 ? Number(argv[i + 1]) : def }
 const MIB = opt('--mib', 256)
 const RUNS = opt('--runs', 3)
-const SETS = { 'LevelDB default (4 MiB)': {}, '16 MiB': { writeBufferSize: 16 << 20 }, '64 MiB (cpfs)': { writeBufferSize: 64 << 20 } }
+const SETS = { 'LevelDB default (4 MiB)': {}, '8 MiB (cpfs)': { writeBufferSize: 8 << 20 }, '16 MiB': { writeBufferSize: 16 << 20 }, '64 MiB': { writeBufferSize: 64 << 20 } }
 
 const base = fs.mkdtempSync(join(tmpdir(), 'cpfs-bench-store-'))
 const data = randomBytes(MIB << 20)

@@ -7,7 +7,9 @@
 # Mounts the workspace through cpfs, runs the commands inside it, and writes the history as
 # artifacts: log.json (every turn), turn-N.diff (what turn N changed), summary.txt. Then it
 # unmounts, applying the result to the real directory through a verified plan (or not, with
-# CPFS_DISCARD=1), and exits with the first failing command's code.
+# CPFS_DISCARD=1), and exits with the first failing command's code. SIGTERM (docker stop)
+# ends the running command and all it started, then does the same (exit code 143); so does
+# the end of the run for processes a command left running in the background.
 #
 #   CPFS_WORKSPACE   the directory to mount (default /workspace)
 #   CPFS_ARTIFACTS   where the artifacts go (default /artifacts)
@@ -24,28 +26,52 @@ mode=${CPFS_TURNS:-command}
 mkdir -p "$out" || exit 1
 cpfs mount "$ws" >/dev/null || exit 1
 
-code=0
-if [ "$mode" = signal ]; then
-  trap 'cpfs turn "$ws" -m "signal at $(date -u +%H:%M:%S)" >/dev/null' USR1
-  trap 'kill -TERM "$child" 2>/dev/null' TERM INT
-  (cd "$ws" && exec "$@") &
-  child=$!
-  # wait returns early when a trapped signal arrives: keep waiting while the command runs,
-  # then ask once more for its status (bash remembers it).
+# Job control puts each command in a process group of its own: a stop (docker stop sends
+# SIGTERM) or the end of the run can then end everything a command started, so no leftover
+# process keeps the mount busy and the work is still applied.
+set -m
+# A background process group reading a terminal would stop (SIGTTIN): commands read no input.
+if [ -t 0 ]; then exec </dev/null; fi
+child=
+groups=()
+trap '[ -z "$child" ] || kill -TERM -- "-$child" 2>/dev/null' TERM INT
+# wait returns early when a trapped signal arrives: keep waiting while the command runs, then
+# ask once more for its status (bash remembers it).
+await () {
   while kill -0 "$child" 2>/dev/null; do wait "$child"; done
   wait "$child"
+}
+
+code=0
+if [ "$mode" = signal ]; then
+  trap 'cpfs turn "$ws" --prompt "signal at $(date -u +%H:%M:%S)" >/dev/null' USR1
+  (cd "$ws" && exec "$@") &
+  child=$!
+  groups+=("$child")
+  await
   code=$?
 else
-  trap 'kill -TERM "$child" 2>/dev/null' TERM INT
   for cmd in "$@"; do
-    cpfs turn "$ws" -m "$cmd" >/dev/null
+    cpfs turn "$ws" --prompt "$cmd" >/dev/null
     (cd "$ws" && exec bash -c "$cmd") &
     child=$!
-    wait "$child"
+    groups+=("$child")
+    await
     code=$?
     [ "$code" -eq 0 ] || break
   done
 fi
+
+# What the commands left running in the background ends now (TERM, then KILL after 5 s).
+for g in "${groups[@]}"; do
+  kill -0 -- "-$g" 2>/dev/null || continue
+  echo "cpfs-agent: ending the processes the command left running (process group $g)" >&2
+  kill -TERM -- "-$g" 2>/dev/null
+  for ((i = 0; i < 50; i++)); do kill -0 -- "-$g" 2>/dev/null || break; sleep 0.1; done
+  kill -KILL -- "-$g" 2>/dev/null
+done
+# Killed processes' zombies (children of this script) go once they are waited for.
+wait 2>/dev/null
 
 # Artifacts: the history as JSON and one diff per turn.
 cpfs log "$ws" --json > "$out/log.json"

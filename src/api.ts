@@ -3,23 +3,24 @@
 // the workspace is mounted, or opens the store itself when it is not.
 import { spawn } from 'node:child_process'
 import * as fs from 'node:fs'
-import { basename, dirname, isAbsolute, join, relative, resolve as resolvePath } from 'node:path'
-import { normaliseUserPath } from './overlay/paths.js'
+import { basename, dirname, join, resolve as resolvePath } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { CpfsError } from './errors.js'
 import { call, ping } from './control/client.js'
+import { statusFromDaemon, workspacePaths } from './control/mounted.js'
 import type { ReadyInfo } from './daemon/daemon.js'
 import { runDaemon } from './daemon/daemon.js'
 import { checkFuse, unmountPath } from './fuse/mount.js'
 import { applyStack, recover, runPlan, viewOf, type PlanSummary } from './plans/run.js'
 import { diffTurns, logWithLines, previewRewind, type RewindPreview } from './plans/preview.js'
 import type { Change } from './plans/changes.js'
-import { Session, type TurnInfo } from './session/session.js'
+import { Session, type TurnInfo, type TurnOptions } from './session/session.js'
 import { JOURNAL_KEY } from './store/keys.js'
 import { checkStoreOutside, dirBytes, isMounted, locate, register, workspaceDir, type Location } from './store/locate.js'
 import { checkDest, forkView } from './plans/fork.js'
 import { absorbOutsideChanges } from './plans/absorb.js'
 import { reserveBytes } from './config.js'
+import { checkNotNested } from './workspaces.js'
 
 export interface Target {
   /** The workspace directory (default: the current directory). */
@@ -142,6 +143,7 @@ export interface MountOptions extends Target {
 export async function mount (opts: MountOptions = {}): Promise<ReadyInfo> {
   const loc = where(opts)
   checkStoreOutside(loc)
+  checkNotNested(loc.workspace)
   if (!loc.stale && isMounted(loc.workspace)) {
     if (await ping(loc.socket)) {
       const st = await call(loc.socket, { cmd: 'status' }) as { pid: number }
@@ -225,9 +227,15 @@ export async function unmount (opts: Target & { discard?: boolean, force?: boole
   })
 }
 
-export async function turn (opts: Target & { message?: string, id?: string } = {}): Promise<number> {
+/**
+ * Seal the head turn and open the next; returns the new head. `message` describes the work of
+ * the turn being sealed (as `git commit -m`); `prompt` and `id` label the turn being opened (an
+ * agent host passes the user's message and its id: `rewind(id)` then goes back to just before it).
+ */
+export async function turn (opts: Target & TurnOptions = {}): Promise<number> {
   const loc = where(opts)
-  const r = await viaDaemonOr(loc, 'turn', { message: opts.message, id: opts.id }, async (s) => ({ head: await s.turn({ message: opts.message, id: opts.id }) }))
+  const labels: TurnOptions = { message: opts.message, prompt: opts.prompt, id: opts.id }
+  const r = await viaDaemonOr(loc, 'turn', { ...labels }, async (s) => ({ head: await s.turn(labels) }))
   return r.head
 }
 
@@ -263,16 +271,6 @@ export interface RestoreResult {
   paths: string[]
   mounted: boolean
   summary?: PlanSummary
-}
-
-/** Workspace-relative, normalised paths; `paths` may be absolute (inside the workspace) or relative to it. */
-function workspacePaths (workspace: string, paths: string[]): string[] {
-  return paths.map(p => {
-    const rel = isAbsolute(p) ? relative(workspace, resolvePath(p)) : p
-    const n = normaliseUserPath(rel)
-    if (n === null || rel.startsWith('..') || isAbsolute(rel)) throw new CpfsError('PATH_OUTSIDE', `${p} is outside the workspace ${workspace}`, 'give paths inside the workspace')
-    return n
-  })
 }
 
 /**
@@ -339,10 +337,16 @@ export async function rewindPreview (turnSpec: string | number, opts: Target = {
   return await offline(loc, async (s) => await previewRewind(s, String(turnSpec), false), 'read')
 }
 
-/** What turn `spec` (a number, an id, or a range A..B; default: the head) changed. */
-export async function diff (spec: string | undefined, opts: Target & { patches?: boolean } = {}): Promise<{ a: number, b: number, changes: Change[] }> {
+/**
+ * What turn `spec` (a number, an id, or a range A..B; default: the head) changed; `patches`
+ * adds each path's git-style patch; `paths` (absolute, or relative to the workspace) keeps only
+ * the changes at or below them.
+ */
+export async function diff (spec: string | number | undefined, opts: Target & { patches?: boolean, paths?: string[] } = {}): Promise<{ a: number, b: number, changes: Change[] }> {
   const loc = where(opts)
-  return await viaDaemonOr(loc, 'diff', { spec, patches: Boolean(opts.patches) }, async (s) => await diffTurns(s, spec, { patches: opts.patches }), 'read')
+  const s = spec === undefined ? undefined : String(spec)
+  const paths = opts.paths && opts.paths.length ? workspacePaths(loc.workspace, opts.paths) : undefined
+  return await viaDaemonOr(loc, 'diff', { spec: s, patches: Boolean(opts.patches), paths }, async (ss) => await diffTurns(ss, s, { patches: opts.patches, paths }), 'read')
 }
 
 export async function undo (opts: Target & { force?: boolean } = {}): Promise<RewindResult> {
@@ -379,10 +383,7 @@ export async function status (opts: Target = {}): Promise<StatusInfo> {
   const loc = where(opts)
   const storeBytes = dirBytes(loc.store)
   if (await daemonUp(loc)) {
-    const s = await call(loc.socket, { cmd: 'status' }) as any
-    const out: StatusInfo = { workspace: loc.workspace, mounted: true, stale: false, pid: s.pid, head: s.head, turns: s.turns, pending: s.pending, redo: s.redo, store: loc.store, storeBytes, skipped: s.skipped, ops: s.ops }
-    if (s.spaceRefusedAt) out.spaceRefusedAt = s.spaceRefusedAt
-    return out
+    return statusFromDaemon(loc, await call(loc.socket, { cmd: 'status' }), storeBytes)
   }
   const stale = loc.stale || isMounted(loc.workspace)
   const empty: StatusInfo = { workspace: loc.workspace, mounted: false, stale, pid: null, head: null, turns: 0, pending: 0, redo: 0, store: loc.store, storeBytes, skipped: [] }

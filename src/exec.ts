@@ -66,7 +66,7 @@ export async function exec (opts: ExecOptions): Promise<ExecResult> {
   try {
     if (opts.turnPerCommand) {
       for (const line of opts.command) {
-        await api.turn({ dir: loc.workspace, store: opts.store, message: line })
+        await api.turn({ dir: loc.workspace, store: opts.store, prompt: line })
         outcome = await runChild(['bash', '-c', line], loc.workspace, process.env)
         if (outcome.code !== 0) break
       }

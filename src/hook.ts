@@ -1,56 +1,153 @@
 // Agent-host hooks: open one turn per user message without writing code. Claude Code runs a
-// UserPromptSubmit hook command with a JSON object on stdin ({session_id, cwd, prompt, ...})
-// before it handles each prompt; `cpfs hook claude-code` turns that into
-//   cpfs turn --id <session>:<n> -m <first line of the prompt>
-// so `cpfs rewind <session>:<n>` goes back to just before the n-th prompt of that session.
-// A hook must never block the user's prompt: whatever happens, it exits 0 and prints
-// nothing on stdout (Claude Code adds a hook's stdout to the model's context).
-import * as api from './api.js'
+// UserPromptSubmit hook command with a JSON object on stdin ({session_id, cwd, prompt,
+// hook_event_name, prompt_id?, ...}) before it handles each prompt; `cpfs hook claude-code`
+// turns that into
+//   cpfs turn --id <prompt_id, or session:n> --prompt <first line of the prompt>
+// so `cpfs rewind <id>` goes back to just before that prompt.
+// A hook must never block the user's prompt: whatever the input (null, wrong types, garbage,
+// another event), whatever the daemon does (stopped, gone, slow), it exits 0 with at most one
+// line on stderr and nothing on stdout (Claude Code adds a hook's stdout to the model's
+// context) unless the user asked for that with --context. It never touches the mount itself
+// (the workspace comes from the mount table, the rest over the control socket with short
+// timeouts): a call into a mount whose daemon is stopped would hang in the kernel.
+import { resolve } from 'node:path'
+import { call } from './control/client.js'
 import { isCpfsError } from './errors.js'
-import { findWorkspace, isMounted, locate } from './store/locate.js'
+import { checkId, displayLine } from './session/labels.js'
+import type { TurnInfo } from './session/session.js'
+import { locateWorkspace } from './store/locate.js'
+import { findWorkspaceOf } from './workspaces.js'
 
 export interface PromptHookInput {
   session_id?: string
   cwd?: string
   prompt?: string
+  prompt_id?: string | number
   hook_event_name?: string
+  /** Who wrote the prompt; only the user's prompts open turns. */
+  source?: string
 }
 
-export function turnLabel (input: PromptHookInput, turns: Array<{ id: string | null }>): { id: string, message: string } {
-  const session = String(input.session_id ?? 'session').slice(0, 8)
-  const n = turns.filter(t => t.id?.startsWith(session + ':')).length + 1
-  const first = String(input.prompt ?? '').split('\n').find(l => l.trim()) ?? ''
-  const message = first.length > 72 ? first.slice(0, 71) + '…' : first
-  return { id: `${session}:${n}`, message }
+export interface HookOptions {
+  /** The workspace (default: the one that holds the input's cwd). */
+  dir?: string
+  /** Also tell the model (on stdout, as additional context) which turn the prompt opened. */
+  context?: boolean
+}
+
+/** How long the whole hook may take, and each daemon call. */
+const HOOK_BUDGET_MS = 8000
+const CALL_TIMEOUT_MS = 3000
+const MAX_INPUT = 4 * 1024 * 1024
+
+function firstLine (prompt: string): string {
+  const first = prompt.split('\n').find(l => l.trim()) ?? ''
+  const line = displayLine(first).trim()
+  return line.length > 72 ? line.slice(0, 71) + '…' : line
+}
+
+/** The id for this prompt: its prompt_id when it makes a valid id, else <session>:<n>; made unique. */
+export function turnLabel (input: PromptHookInput, turns: Array<{ id: string | null }>): { id: string, prompt: string } {
+  const taken = new Set(turns.map(t => t.id).filter((x): x is string => x !== null))
+  let id: string | null = null
+  if (typeof input.prompt_id === 'string' || typeof input.prompt_id === 'number') {
+    try {
+      id = checkId(String(input.prompt_id))
+    } catch {}
+  }
+  if (id === null) {
+    let session = typeof input.session_id === 'string' ? input.session_id.replace(/[^A-Za-z0-9._-]/g, '').slice(0, 8) : ''
+    if (session === '' || /^\d+$/.test(session)) session = 'session' + session
+    let n = turns.filter(t => t.id?.startsWith(session + ':')).length + 1
+    while (taken.has(`${session}:${n}`)) n++
+    id = `${session}:${n}`
+  }
+  let unique = id
+  for (let k = 2; taken.has(unique); k++) unique = `${id}~${k}`
+  return { id: unique, prompt: firstLine(typeof input.prompt === 'string' ? input.prompt : '') }
 }
 
 async function readStdin (): Promise<string> {
+  if (process.stdin.isTTY) return ''
   let data = ''
   process.stdin.setEncoding('utf8')
-  for await (const chunk of process.stdin) data += chunk
+  for await (const chunk of process.stdin) {
+    data += chunk
+    if (data.length > MAX_INPUT) break
+  }
   return data
 }
 
-export async function claudeCodeHook (dir?: string): Promise<string | null> {
-  let input: PromptHookInput = {}
-  try {
-    input = JSON.parse(await readStdin())
-  } catch {
-    process.stderr.write('cpfs hook: no hook JSON on stdin; nothing done\n')
-    return null
+/** Why this input opens no turn, or null when it does. */
+function notAPrompt (input: unknown): string | null {
+  if (input === null || typeof input !== 'object' || Array.isArray(input)) return 'the hook input is not a JSON object'
+  const i = input as Record<string, unknown>
+  if (i.hook_event_name !== undefined && i.hook_event_name !== 'UserPromptSubmit') return `${displayLine(String(i.hook_event_name)).slice(0, 40)} is not a prompt (only UserPromptSubmit opens a turn)`
+  if (i.source !== undefined && i.source !== 'user') return `the prompt comes from "${displayLine(String(i.source)).slice(0, 20)}", not the user`
+  if (typeof i.prompt !== 'string') return 'the hook input has no prompt'
+  for (const k of ['session_id', 'cwd'] as const) {
+    if (i[k] !== undefined && typeof i[k] !== 'string') return `"${k}" in the hook input is not a string`
   }
-  const workspace = dir ?? findWorkspace(input.cwd ?? process.cwd())
-  if (!workspace || !isMounted(locate(workspace).workspace)) {
-    process.stderr.write(`cpfs hook: ${input.cwd ?? process.cwd()} is not in a mounted cpfs workspace; no checkpoint taken\n`)
-    return null
-  }
+  return null
+}
+
+/** The turn opened (its id), or null; never throws, never blocks longer than its budget. */
+export async function claudeCodeHook (opts: HookOptions = {}): Promise<string | null> {
+  const say = (s: string): void => { process.stderr.write(s + '\n') }
+  let timer: NodeJS.Timeout | undefined
+  const budget = new Promise<null>((resolve) => {
+    timer = setTimeout(() => {
+      say(`cpfs hook: gave up after ${HOOK_BUDGET_MS / 1000} s (the cpfs daemon is not answering); no checkpoint taken`)
+      resolve(null)
+    }, HOOK_BUDGET_MS)
+    timer.unref()
+  })
   try {
-    const label = turnLabel(input, await api.log({ dir: workspace }))
-    const head = await api.turn({ dir: workspace, ...label })
-    process.stderr.write(`cpfs: turn ${head} (${label.id}) opened; cpfs rewind ${label.id} goes back to before this prompt\n`)
-    return label.id
+    return await Promise.race([run(opts, say), budget])
   } catch (err) {
-    process.stderr.write(`cpfs hook: ${isCpfsError(err) ? err.line() : String(err)}\n`)
+    say(`cpfs hook: ${isCpfsError(err) ? err.line().replace(/^cpfs: /, '') : displayLine(String((err as Error)?.message ?? err))}; no checkpoint taken`)
+    return null
+  } finally {
+    clearTimeout(timer)
+  }
+}
+
+async function run (opts: HookOptions, say: (s: string) => void): Promise<string | null> {
+  const raw = await readStdin()
+  let input: unknown
+  try {
+    input = JSON.parse(raw)
+  } catch {
+    say('cpfs hook: no hook JSON on stdin; nothing done')
     return null
   }
+  const why = notAPrompt(input)
+  if (why) {
+    say(`cpfs hook: ignored: ${why}`)
+    return null
+  }
+  const i = input as PromptHookInput
+  const cwd = typeof i.cwd === 'string' && i.cwd.startsWith('/') ? i.cwd : process.cwd()
+  const workspace = findWorkspaceOf(opts.dir ? resolve(opts.dir) : cwd, { touch: false })
+  if (!workspace) {
+    say(`cpfs hook: ${displayLine(opts.dir ?? cwd)} is not in a mounted cpfs workspace; no checkpoint taken`)
+    return null
+  }
+  const loc = locateWorkspace(workspace)
+  const turns = await call(loc.socket, { cmd: 'log', args: { lines: false } }, { timeoutMs: CALL_TIMEOUT_MS }) as TurnInfo[]
+  const label = turnLabel(i, turns)
+  const head = turns.at(-1)
+  const same = head && head.id !== null && head.id === label.id.replace(/~\d+$/, '') && head.files === 0
+  if (same) {
+    // The same prompt again (the hook ran twice): its turn is open already.
+    say(`cpfs: turn ${head.turn} (${head.id}) is already open for this prompt`)
+    return head.id
+  }
+  const r = await call(loc.socket, { cmd: 'turn', args: { id: label.id, prompt: label.prompt } }, { timeoutMs: CALL_TIMEOUT_MS }) as { head: number }
+  say(`cpfs: turn ${r.head} (${label.id}) opened; cpfs rewind ${label.id} goes back to before this prompt`)
+  if (opts.context) {
+    const additionalContext = `cpfs checkpoint: this prompt opened turn ${r.head} (id ${label.id}) in ${workspace}; \`cpfs rewind ${label.id}\` restores the files to how they were before it.`
+    process.stdout.write(JSON.stringify({ hookSpecificOutput: { hookEventName: 'UserPromptSubmit', additionalContext } }) + '\n')
+  }
+  return label.id
 }

@@ -6,10 +6,11 @@ import { join } from 'node:path'
 import * as api from './api.js'
 import { CpfsError } from './errors.js'
 import { parseSize, readConfig } from './config.js'
-import { ping } from './control/client.js'
+import { call, PING_TIMEOUT_MS } from './control/client.js'
 import { Session } from './session/session.js'
 import { prune as pruneSession, squashOldest, type PruneResult } from './session/prune.js'
 import { collectGarbage } from './store/gc.js'
+import { Store } from './store/store.js'
 import { cpfsHome, dirBytes, isMounted, locate } from './store/locate.js'
 
 export interface StoreInfo {
@@ -18,20 +19,46 @@ export interface StoreInfo {
   dir: string
   mounted: boolean
   orphaned: boolean
+  /** The history of a sandboxed run (cpfs exec --sandbox), kept under $CPFS_HOME/sandboxes. */
+  sandbox: boolean
   turns: number | null
   bytes: number
+  /** When a turn was last opened or sealed (ms), now while mounted; 0 when unknown. */
   lastUsed: number
 }
 
-function newest (p: string): number {
-  let t = 0
+/**
+ * Turns and last use of a store that no daemon holds, from its records (not from file times:
+ * merely opening a LevelDB rewrites its log and manifest). Null when it cannot be read.
+ */
+async function readHistory (store: string, workspace: string): Promise<{ turns: number, lastUsed: number } | null> {
+  let s: Store
   try {
-    for (const name of fs.readdirSync(p)) {
-      const st = fs.lstatSync(join(p, name))
-      t = Math.max(t, st.isDirectory() ? newest(join(p, name)) : st.mtimeMs)
+    s = await Store.open(store, { workspace, create: false })
+  } catch {
+    return null
+  }
+  try {
+    let lastUsed = 0
+    for (const layer of s.meta.stack) {
+      const rec = s.turnRecord(layer)
+      lastUsed = Math.max(lastUsed, rec.openedAt ?? 0, rec.sealedAt ?? 0)
     }
-  } catch {}
-  return Math.floor(t)
+    return { turns: s.meta.stack.length, lastUsed }
+  } finally {
+    await s.close()
+  }
+}
+
+/** The daemon that serves this state directory, if it answers: its status. */
+async function liveStatus (dir: string): Promise<{ turns: number } | null> {
+  const socket = join(dir, 'control.sock')
+  if (!fs.existsSync(socket)) return null
+  try {
+    return await call(socket, { cmd: 'status' }, { timeoutMs: PING_TIMEOUT_MS }) as { turns: number }
+  } catch {
+    return null
+  }
 }
 
 export { parseSize } from './config.js'
@@ -46,33 +73,40 @@ export function configuredPrune (): PruneSettings {
   return readConfig().prune ?? {}
 }
 
-/** Every workspace with history under CPFS_HOME. */
+/** Every workspace with history under CPFS_HOME, and every sandboxed run's history. */
 export async function statusAll (): Promise<StoreInfo[]> {
   const home = cpfsHome()
   const out: StoreInfo[] = []
-  let names: string[] = []
-  try {
-    names = fs.readdirSync(home)
-  } catch {
-    return out
+  const dirs = (p: string): string[] => {
+    try {
+      return fs.readdirSync(p).sort().map(n => join(p, n))
+    } catch {
+      return []
+    }
   }
-  for (const name of names.sort()) {
-    const dir = join(home, name)
+  for (const dir of [...dirs(home), ...dirs(join(home, 'sandboxes'))]) {
     let rec: { workspace: string, store: string }
     try {
       rec = JSON.parse(fs.readFileSync(join(dir, 'workspace.json'), 'utf8'))
     } catch {
       continue
     }
+    const sandbox = dir.startsWith(join(home, 'sandboxes') + '/')
     const orphaned = !fs.existsSync(rec.workspace)
-    const mounted = !orphaned && isMounted(rec.workspace) && await ping(join(dir, 'control.sock'))
-    let turns: number | null = null
-    if (!orphaned) {
-      try {
-        turns = (await api.status({ dir: rec.workspace, store: rec.store })).turns
-      } catch {}
-    }
-    out.push({ workspace: rec.workspace, store: rec.store, dir, mounted, orphaned, turns, bytes: dirBytes(rec.store), lastUsed: newest(rec.store) })
+    // A sandbox's mount lives in its own mount namespace: its socket tells whether it runs.
+    const live = orphaned || (!sandbox && !isMounted(rec.workspace)) ? null : await liveStatus(dir)
+    const history = live ? null : await readHistory(rec.store, rec.workspace)
+    out.push({
+      workspace: rec.workspace,
+      store: rec.store,
+      dir,
+      mounted: live !== null,
+      orphaned,
+      sandbox,
+      turns: live?.turns ?? history?.turns ?? null,
+      bytes: dirBytes(rec.store),
+      lastUsed: live ? Date.now() : history?.lastUsed ?? 0
+    })
   }
   return out
 }
@@ -93,14 +127,14 @@ async function openOffline (dir: string, store?: string): Promise<{ session: Ses
 }
 
 /** Apply retention to one workspace (not mounted) and collect garbage. */
-export async function prune (opts: api.Target & PruneSettings & { onProgress?: (msg: string) => void }): Promise<PruneReport> {
+export async function prune (opts: api.Target & PruneSettings): Promise<PruneReport> {
   const loc = locate(opts.dir ?? '.', opts.store)
   const settings = opts.keepTurns === undefined && opts.olderThanDays === undefined && opts.maxSize === undefined ? configuredPrune() : opts
   const before = dirBytes(loc.store)
   const { session, close } = await openOffline(loc.workspace, opts.store)
   let result: PruneResult
   try {
-    result = await pruneSession(session, { keepTurns: settings.keepTurns, olderThanDays: settings.olderThanDays, onProgress: opts.onProgress })
+    result = await pruneSession(session, { keepTurns: settings.keepTurns, olderThanDays: settings.olderThanDays })
     if (settings.maxSize !== undefined) {
       const max = parseSize(settings.maxSize)
       // Merge the oldest turns one more at a time until the store fits (or one turn is left
@@ -108,7 +142,7 @@ export async function prune (opts: api.Target & PruneSettings & { onProgress?: (
       while (dirBytes(loc.store) > max && session.meta.stack.length > 2) {
         const sq = await squashOldest(session, 2)
         if (sq.squashed === 0) break
-        const gc = await collectGarbage(session.store, opts.onProgress)
+        const gc = await collectGarbage(session.store)
         result = { squashed: result.squashed + sq.squashed - 1, turns: sq.turns, layersDeleted: result.layersDeleted + gc.layersDeleted, chunksDeleted: result.chunksDeleted + gc.chunksDeleted, bytesFreed: result.bytesFreed + gc.bytesFreed }
       }
     }

@@ -5,7 +5,7 @@ import { spawnSync } from 'node:child_process'
 import { join } from 'node:path'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
-import { CLI, fuseAvailable, workspace } from './helpers.js'
+import { CLI, daemonPid, fuseAvailable, manifest, stopDaemon, workspace } from './helpers.js'
 
 const TREE = 'mkdir src && echo one > src/a.txt && echo keep > keep.txt'
 
@@ -26,7 +26,7 @@ if (fuseAvailable(t)) {
     r = hook('Now delete keep.txt', w.ws)
     w.run('rm keep.txt')
     const log = JSON.parse(w.ok('log', w.ws, '--json'))
-    t.same(log.map((x: any) => [x.id, x.message]), [[null, null], ['abcdef12:1', 'Add a greeting to a.txt'], ['abcdef12:2', 'Now delete keep.txt']], 'one turn per prompt, named after it')
+    t.same(log.map((x: any) => [x.id, x.prompt, x.message]), [[null, null, null], ['abcdef12:1', 'Add a greeting to a.txt', null], ['abcdef12:2', 'Now delete keep.txt', null]], 'one turn per prompt, labelled with its prompt')
     w.ok('rewind', 'abcdef12:2', w.ws)
     t.equal(w.run('cat keep.txt src/a.txt'), 'keep\none\ngreeting\n', 'rewind <id> goes back to just before that prompt')
     w.ok('rewind', 'abcdef12:1', w.ws)
@@ -50,7 +50,7 @@ if (fuseAvailable(t)) {
     await client.connect(transport)
     t.teardown(() => client.close())
     const tools = (await client.listTools()).tools.map(x => x.name).sort()
-    t.same(tools, ['checkpoint', 'list_turns', 'redo', 'rewind', 'rewind_dry_run', 'show_diff'], 'the tools')
+    t.same(tools, ['checkpoint', 'list_turns', 'redo', 'rewind', 'rewind_dry_run', 'show_diff', 'status'], 'the tools')
     const call = async (name: string, args: Record<string, unknown> = {}) => {
       const r: any = await client.callTool({ name, arguments: args })
       return { error: Boolean(r.isError), text: r.content[0].text as string }
@@ -78,4 +78,115 @@ if (fuseAvailable(t)) {
     const cp = JSON.parse((await call('checkpoint', { message: 'from the agent' })).text)
     t.equal(cp.head, 3, 'checkpoint opens a turn')
   })
+
+  t.test('the hook never blocks a prompt: any input, a stopped daemon, other events; prompt_id; --context', async t => {
+    const w = workspace(t, TREE)
+    w.ok('mount', w.ws)
+    const hook = (input: string, extra: string[] = []) => {
+      const started = Date.now()
+      const r = spawnSync(process.execPath, [CLI, 'hook', 'claude-code', ...extra], { cwd: w.ws, env: w.env, encoding: 'utf8', input, timeout: 60_000 })
+      return { code: r.status, stdout: r.stdout, stderr: r.stderr, ms: Date.now() - started }
+    }
+    const turns = () => JSON.parse(w.ok('log', w.ws, '--json')).length
+    const payload = (o: Record<string, unknown>) => JSON.stringify({ session_id: 's1', cwd: w.ws, hook_event_name: 'UserPromptSubmit', ...o })
+    for (const input of ['null', '[]', '42', '"text"', '{}', '', '{"prompt": 7}', '{"prompt": "x", "cwd": 5}', '{"prompt": "x", "session_id": {}}', '{"prompt": "x", "prompt_id": null}']) {
+      const r = hook(input)
+      t.equal(r.code, 0, `input ${input || '(empty)'}: exit 0`)
+      t.equal(r.stdout, '', 'nothing on stdout')
+      t.ok(r.stderr.split('\n').length <= 2, `one stderr line at most: ${r.stderr.trim()}`)
+      t.notMatch(r.stderr, /internal error|at .*\.js/, 'no internal error')
+    }
+    t.equal(turns(), 2, 'only the valid prompt among them opened a turn (one with no prompt_id)')
+    for (const [what, input] of [['PreToolUse', JSON.stringify({ session_id: 's1', cwd: w.ws, hook_event_name: 'PreToolUse', tool_name: 'Bash', tool_input: {} })], ['a system prompt', payload({ prompt: 'compacting', source: 'system' })]]) {
+      const r = hook(input)
+      t.equal(r.code, 0)
+      t.match(r.stderr, /ignored/, `${what}: ignored, and said so`)
+    }
+    t.equal(turns(), 2, 'other events and non-user prompts open no turn')
+    let r = hook(payload({ prompt: 'Use the id', prompt_id: 'pr_abc' }))
+    t.match(r.stderr, /turn 3 \(pr_abc\) opened/)
+    t.equal(JSON.parse(w.ok('log', w.ws, '--json')).at(-1).id, 'pr_abc', 'prompt_id is the turn id')
+    r = hook(payload({ prompt: 'Use the id', prompt_id: 'pr_abc' }))
+    t.equal(turns(), 3, 'the same prompt twice (the hook ran twice) opens no second turn')
+    w.run('echo w > work.txt')
+    r = hook(payload({ prompt: 'again', prompt_id: 'pr_abc' }))
+    const ids = JSON.parse(w.ok('log', w.ws, '--json')).map((x: any) => x.id)
+    t.equal(new Set(ids.filter((x: any) => x)).size, ids.filter((x: any) => x).length, `ids stay unique (${ids.join(' ')})`)
+    r = hook(payload({ prompt: '\x1b]0;owned\x07Title \x1b[31mred' }))
+    const last = JSON.parse(w.ok('log', w.ws, '--json')).at(-1)
+    t.equal(last.prompt, 'Title red', 'escape sequences in a prompt are not stored')
+    r = hook(payload({ prompt: 'with context', prompt_id: 'ctx_1' }), ['--context'])
+    const ctx = JSON.parse(r.stdout)
+    t.equal(ctx.hookSpecificOutput.hookEventName, 'UserPromptSubmit', '--context: the documented additionalContext output')
+    t.match(ctx.hookSpecificOutput.additionalContext, /cpfs rewind ctx_1/)
+
+    // A stopped daemon still accepts connections but never answers: the hook gives up in time.
+    const pid = daemonPid(w.home)
+    process.kill(pid, 'SIGSTOP')
+    try {
+      r = hook(payload({ prompt: 'while stopped' }))
+    } finally {
+      process.kill(pid, 'SIGCONT')
+    }
+    t.equal(r.code, 0, 'a stopped daemon: exit 0')
+    t.ok(r.ms < 15_000, `and it returned (after ${r.ms} ms, not forever)`)
+    t.match(r.stderr, /did not answer .*no checkpoint taken/, 'saying the daemon did not answer')
+    w.ok('unmount', w.ws)
+  })
+
+  t.test('MCP: numbers or strings for turns, annotations on every tool, read-only tools never write', async t => {
+    const w = workspace(t, TREE)
+    w.ok('mount', w.ws)
+    w.run('echo two >> src/a.txt')
+    w.ok('turn', w.ws)
+    w.run('for i in $(seq 1 30); do echo $i > f$i; done && rm keep.txt')
+    const connect = async () => {
+      const transport = new StdioClientTransport({ command: process.execPath, args: [CLI, 'mcp', w.ws], env: { ...w.env, CPFS_TEST_CRASH_AFTER_OP: '' } as Record<string, string>, stderr: 'pipe' })
+      const client = new Client({ name: 'cpfs-test', version: '1.0.0' })
+      await client.connect(transport)
+      t.teardown(() => client.close())
+      return client
+    }
+    let client = await connect()
+    const { tools } = await client.listTools()
+    for (const tool of tools) {
+      t.equal(typeof tool.annotations?.readOnlyHint, 'boolean', `${tool.name}: readOnlyHint`)
+      t.equal(typeof tool.annotations?.destructiveHint, 'boolean', `${tool.name}: destructiveHint`)
+    }
+    const ann = Object.fromEntries(tools.map(x => [x.name, x.annotations]))
+    t.equal(ann.rewind?.destructiveHint, true, 'rewind is marked destructive')
+    for (const n of ['list_turns', 'show_diff', 'rewind_dry_run', 'status']) t.equal(ann[n]?.readOnlyHint, true, `${n} is read-only`)
+    const call = async (name: string, args: Record<string, unknown> = {}) => {
+      const r: any = await client.callTool({ name, arguments: args })
+      return { error: Boolean(r.isError), text: r.content.map((c: any) => c.text) as string[] }
+    }
+    const dry = await call('rewind_dry_run', { turn: 1 })
+    t.notOk(dry.error, 'a number is a turn')
+    t.equal(JSON.parse(dry.text[0]).canRewind, true)
+    const diff = await call('show_diff', { turn: 1 })
+    t.notOk(diff.error)
+    t.same(JSON.parse(diff.text[0]).map((c: any) => c.path), ['/src/a.txt'], 'show_diff with a number')
+    const rw = await call('rewind', { turn: 2 })
+    t.notOk(rw.error, 'rewind with a number')
+    await client.close()
+
+    // An interrupted plan (the applier killed after its first operation)...
+    w.run('for i in $(seq 1 30); do echo $i > f$i; done')
+    await stopDaemon(w.home, w.ws)
+    const crashed = spawnSync(process.execPath, [CLI, 'unmount', w.ws], { env: { ...w.env, CPFS_TEST_CRASH_AFTER_OP: '1' }, encoding: 'utf8' })
+    t.equal(crashed.signal, 'SIGKILL', 'the applier was killed mid-plan')
+    const real = manifest(w.ws)
+    client = await connect()
+    const list = await call('list_turns')
+    t.notOk(list.error)
+    t.match(list.text.join('\n'), /a plan to the real directory was interrupted.*nothing was changed now/, 'list_turns reports the pending plan in its answer')
+    const st = await call('status')
+    t.equal(JSON.parse(st.text[0]).interrupted, true, 'status says so too')
+    t.notOk((await call('show_diff', { turn: 1 })).error)
+    t.notOk((await call('rewind_dry_run', { turn: '1' })).error)
+    t.same(manifest(w.ws), real, 'and none of the read-only tools touched the real directory')
+    await client.close()
+    w.ok('unmount', w.ws)
+  })
 }
+

@@ -50,7 +50,7 @@ if (fuseAvailable(t)) {
     t.same(manifest(w.ws, { skip: p => p === 'fsynced.flag' }), view, 'the head view is back')
     const log = JSON.parse(w.ok('log', w.ws, '--json'))
     t.equal(log.length, 2)
-    t.equal(log[1].message, 'first', 'the history is intact')
+    t.equal(log[0].message, 'first', 'the history is intact')
     w.ok('rewind', '1', w.ws)
     t.equal(w.run('cat a/two'), '2\n', 'rewind to 1 after the crash')
     t.notOk(fs.existsSync(join(w.ws, 'sealed.txt')))

@@ -1,8 +1,9 @@
 // The Docker image's entrypoint, run directly in a private mount namespace (as in the
-// container): a turn per command or per SIGUSR1, artifacts, apply or discard, exit codes.
+// container): a turn per command or per SIGUSR1, artifacts, apply or discard, exit codes,
+// SIGTERM and leftover processes. test/docker-image.test.ts runs it in the real image.
 import t from 'tap'
 import * as fs from 'node:fs'
-import { spawn } from 'node:child_process'
+import { spawn, spawnSync } from 'node:child_process'
 import { join } from 'node:path'
 import { CLI, ROOT, fuseAvailable, sleep, workspace } from './helpers.js'
 
@@ -24,7 +25,7 @@ if (fuseAvailable(t)) {
     const r = w.sh(`${env} unshare -m --propagation private ${SCRIPT} "echo v2 > app.txt" "mkdir out && echo built > out/x" "exit 7" "echo never > never"`, '/')
     t.equal(r.code, 7, 'exits with the failing command\'s code')
     const log = JSON.parse(fs.readFileSync(join(art, 'log.json'), 'utf8'))
-    t.same(log.map((x: any) => x.message), [null, 'echo v2 > app.txt', 'mkdir out && echo built > out/x', 'exit 7'], 'one turn per command')
+    t.same(log.map((x: any) => x.prompt), [null, 'echo v2 > app.txt', 'mkdir out && echo built > out/x', 'exit 7'], 'one turn per command')
     t.match(fs.readFileSync(join(art, 'turn-2.diff'), 'utf8'), /-v1\n\+v2/, 'a diff per turn')
     t.match(fs.readFileSync(join(art, 'turn-3.diff'), 'utf8'), /\+built/)
     t.match(fs.readFileSync(join(art, 'summary.txt'), 'utf8'), /verified \d+ paths[\s\S]*exit code 7/, 'summary')
@@ -42,6 +43,42 @@ if (fuseAvailable(t)) {
     t.match(fs.readFileSync(join(art, 'turn-2.diff'), 'utf8'), /\+v2/, 'but the work is in the artifacts')
   })
 
+  t.test('what a command leaves running in the background ends before the unmount', async t => {
+    const w = workspace(t, 'echo v1 > app.txt')
+    const art = join(w.home, '..', 'artifacts')
+    const env = `PATH=${shim(join(w.home, '..'))}:$PATH CPFS_WORKSPACE=${w.ws} CPFS_ARTIFACTS=${art}`
+    // Without it the sleeps would keep the mount busy: nothing applied.
+    const r = w.sh(`${env} unshare -m --propagation private ${SCRIPT} "sleep 611 & echo v2 > app.txt" "(cd /; sleep 611) &"`, '/')
+    t.equal(r.code, 0, 'exits 0')
+    t.match(r.stderr, /ending the processes the command left running/, 'says so')
+    t.match(fs.readFileSync(join(art, 'summary.txt'), 'utf8'), /verified \d+ paths?[\s\S]*exit code 0/)
+    t.equal(w.run('cat app.txt'), 'v2\n', 'applied')
+    t.equal(w.sh('pgrep -f "^sleep 611$"').code, 1, 'no sleep left')
+  })
+
+  t.test('SIGTERM (docker stop) ends the command and everything it started; its work is applied', async t => {
+    const w = workspace(t, 'echo v1 > app.txt')
+    const art = join(w.home, '..', 'artifacts')
+    const ready = join(w.home, '..', 'ready')
+    const env = { ...w.env, PATH: `${shim(join(w.home, '..'))}:${process.env.PATH}`, CPFS_WORKSPACE: w.ws, CPFS_ARTIFACTS: art }
+    const child = spawn('unshare', ['-m', '--propagation', 'private', SCRIPT, `echo partial > partial; sleep 612 & touch ${ready}; sleep 612; echo never > never`], { env, stdio: 'ignore' })
+    for (let i = 0; i < 600 && !fs.existsSync(ready); i++) await sleep(50)
+    t.ok(fs.existsSync(ready), 'the command runs')
+    process.kill(child.pid!, 'SIGTERM')
+    const code = await new Promise<number | null>(resolve => child.once('exit', resolve))
+    t.equal(code, 143, '128 + SIGTERM')
+    t.equal(w.run('cat partial'), 'partial\n', 'what it wrote is applied')
+    t.notOk(fs.existsSync(join(w.ws, 'never')))
+    t.match(fs.readFileSync(join(art, 'summary.txt'), 'utf8'), /verified \d+ paths?[\s\S]*exit code 143/)
+    t.equal(w.sh('pgrep -f "^sleep 612$"').code, 1, 'no sleep left')
+  })
+
+  t.test('no command: exit 2 and one line saying so', async t => {
+    const r = spawnSync(SCRIPT, [], { encoding: 'utf8' })
+    t.equal(r.status, 2)
+    t.equal(r.stderr, 'cpfs-agent: no command given (pass the commands to run as arguments)\n')
+  })
+
   t.test('CPFS_TURNS=signal: every SIGUSR1 opens a new turn', async t => {
     const w = workspace(t, 'echo v1 > app.txt')
     const art = join(w.home, '..', 'artifacts')
@@ -54,13 +91,21 @@ if (fuseAvailable(t)) {
     const until = async (f: string) => { for (let i = 0; i < 200 && !fs.existsSync(join(sync, f)); i++) await sleep(50) }
     // unshare execs the script: same pid.
     const pid = child.pid!
+    // The trap runs `cpfs turn`: step on once the daemon reports the new turn (not after a
+    // fixed sleep, which a loaded machine outlasts).
+    const turns = () => {
+      // The mount lives in the script's private mount namespace: ask from inside it.
+      const r = spawnSync('nsenter', ['-t', String(pid), '-m', process.execPath, CLI, 'log', w.ws, '--json'], { env, encoding: 'utf8' })
+      return r.status === 0 ? JSON.parse(r.stdout).length : 0
+    }
+    const untilTurns = async (n: number) => { for (let i = 0; i < 600 && turns() < n; i++) await sleep(50) }
     await until('done-a')
     process.kill(pid, 'SIGUSR1')
-    await sleep(1000) // the trap runs cpfs turn
+    await untilTurns(2)
     fs.writeFileSync(join(sync, 'go-a'), '')
     await until('done-b')
     process.kill(pid, 'SIGUSR1')
-    await sleep(1000)
+    await untilTurns(3)
     fs.writeFileSync(join(sync, 'go-b'), '')
     const code = await new Promise<number | null>(resolve => child.once('exit', resolve))
     t.equal(code, 0, 'the command\'s exit code')

@@ -42,14 +42,14 @@ if (fuseAvailable(t)) {
     const r = w.cpfs('exec', w.ws, '--turn-per-command', '--', 'echo one > one.txt', 'echo two > two.txt', 'false', 'echo never > never.txt')
     t.equal(r.code, 1, 'stops at the first failing command with its code')
     const log = JSON.parse(w.ok('log', w.ws, '--json'))
-    t.same(log.map((x: any) => x.message), [null, 'echo one > one.txt', 'echo two > two.txt', 'false'], 'one turn per command, named after it')
+    t.same(log.map((x: any) => x.prompt), [null, 'echo one > one.txt', 'echo two > two.txt', 'false'], 'one turn per command, its command line as the prompt')
     t.same(log.map((x: any) => x.files), [0, 1, 1, 0])
     t.notOk(fs.existsSync(join(w.ws, 'never.txt')))
   })
 
   t.test('a signal reaches the command and the mount is cleaned up', async t => {
     const w = workspace(t, TREE)
-    const child = spawn(process.execPath, [CLI, 'exec', w.ws, '--', 'bash', '-c', 'echo started > started.txt; trap "echo got-term > term.txt; exit 143" TERM; while true; do sleep 0.1; done'], { env: w.env, stdio: 'ignore' })
+    const child = spawn(process.execPath, [CLI, 'exec', w.ws, '--', 'bash', '-c', 'trap "echo got-term > term.txt; exit 143" TERM; echo started > started.txt; while true; do sleep 0.1; done'], { env: w.env, stdio: 'ignore' })
     for (let i = 0; i < 100 && !isMountedAt(w.ws); i++) await sleep(50)
     for (let i = 0; i < 100; i++) {
       if (w.sh('test -e started.txt').code === 0) break

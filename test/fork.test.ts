@@ -26,7 +26,7 @@ if (fuseAvailable(t)) {
     t.same(manifest(w.ws), sourceView, 'and so is the mounted view')
     const log = JSON.parse(w.ok('log', dest1, '--json'))
     t.equal(log.length, 1, 'the fork has its own history')
-    t.match(log[0].message, /forked from .* at turn 1/)
+    t.match(log[0].prompt, /forked from .* at turn 1/)
     t.equal(JSON.parse(w.ok('status', dest1, '--json')).pending, 0)
     w.ok('mount', dest1)
     w.run('echo fork-work > forked.txt', dest1)

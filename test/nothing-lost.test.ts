@@ -87,7 +87,7 @@ if (fuseAvailable(t)) {
     t.equal(f.code, 0, f.stderr)
     t.equal(fs.readFileSync(join(w.ws, 'f.txt'), 'utf8'), 'mounted\n', '--force applies the mount\'s version')
     const log = JSON.parse(w.ok('log', w.ws, '--json'))
-    const kept = log.find((x: any) => /outside cpfs/.test(x.message ?? ''))
+    const kept = log.find((x: any) => /outside cpfs/.test(x.prompt ?? ''))
     t.ok(kept, 'the outside versions are a turn of their own')
     const diff = JSON.parse(w.ok('diff', String(kept.turn), w.ws, '--json'))
     t.same(diff.map((c: any) => c.path).sort(), ['/f.txt', '/n.txt'], 'with exactly the outside changes')
@@ -111,7 +111,7 @@ if (fuseAvailable(t)) {
     w.ok('unmount', w.ws)
     t.equal(w.run('cat a.txt'), 'user\nmore\n', 'the session continued from the user\'s version')
     const log = JSON.parse(w.ok('log', w.ws, '--json'))
-    t.ok(log.some((x: any) => /changes made outside cpfs/.test(x.message ?? '')), 'the outside edits are a turn in the log')
+    t.ok(log.some((x: any) => /changes made outside cpfs/.test(x.prompt ?? '')), 'the outside edits are a turn in the log')
   })
 
   t.test('names over 255 bytes are refused at the syscall; deep paths work end to end', async t => {

@@ -1,4 +1,6 @@
-// Human-readable output. Colours only on a TTY and never with NO_COLOR.
+// Human-readable output. Colours on a terminal unless NO_COLOR is set (or --color says otherwise).
+// Every label that came from outside (prompts, messages, ids) is shown neutralised: one line,
+// no control characters a terminal would act on.
 import { medianMicros } from '../fuse/stats.js'
 import type { StatusInfo } from '../api.js'
 import type { PruneReport, StoreInfo } from '../housekeeping.js'
@@ -7,9 +9,28 @@ import type { TurnInfo } from '../session/session.js'
 import type { Change } from '../plans/changes.js'
 import type { RewindPreview } from '../plans/preview.js'
 
-const useColour = process.stdout.isTTY && !process.env.NO_COLOR
-const dim = (s: string) => useColour ? `\x1b[2m${s}\x1b[0m` : s
-const bold = (s: string) => useColour ? `\x1b[1m${s}\x1b[0m` : s
+import { displayLine } from '../session/labels.js'
+import { CpfsError } from '../errors.js'
+
+let colourMode: 'auto' | 'always' | 'never' = 'auto'
+
+/** --color WHEN: always, never, or auto (a terminal, and NO_COLOR unset or empty). */
+export function setColour (when: string): void {
+  if (when !== 'auto' && when !== 'always' && when !== 'never') throw new CpfsError('USAGE', `--color must be auto, always or never, not "${displayLine(when)}"`, 'e.g. --color=always')
+  colourMode = when
+}
+
+function colourOn (): boolean {
+  if (colourMode !== 'auto') return colourMode === 'always'
+  return Boolean(process.stdout.isTTY) && !process.env.NO_COLOR
+}
+
+const paint = (code: string) => (s: string) => colourOn() ? `\x1b[${code}m${s}\x1b[0m` : s
+const dim = paint('2')
+const bold = paint('1')
+const red = paint('31')
+const green = paint('32')
+const cyan = paint('36')
 
 export function bytes (n: number): string {
   if (n < 1024) return `${n} B`
@@ -28,17 +49,23 @@ export function age (ms: number, now = Date.now()): string {
   return `${Math.round(s / 86400)}d ago`
 }
 
+/** Cut to n characters for a table cell. */
+function cell (s: string, n: number): string {
+  return s.length > n ? s.slice(0, n - 1) + '…' : s
+}
+
 export function formatLog (turns: TurnInfo[]): string {
   const rows = turns.map(t => [
     (t.head ? '*' : ' ') + String(t.turn),
     age(t.openedAt),
-    `${t.files} file${t.files === 1 ? '' : 's'}`,
+    `${t.files} path${t.files === 1 ? '' : 's'}`,
     t.insertions === undefined ? '' : `+${t.insertions} -${t.deletions}`,
     bytes(t.bytes),
-    t.id ?? '',
-    t.message ?? ''
+    cell(displayLine(t.id), 40),
+    cell(displayLine(t.prompt), 50),
+    displayLine(t.message)
   ])
-  const header = ['TURN', 'OPENED', 'CHANGED', 'LINES', 'BYTES', 'ID', 'MESSAGE']
+  const header = ['TURN', 'OPENED', 'CHANGED', 'LINES', 'BYTES', 'ID', 'PROMPT', 'MESSAGE']
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map(r => r[i].length)))
   const line = (r: string[]) => r.map((c, i) => i === r.length - 1 ? c : c.padEnd(widths[i])).join('  ').trimEnd()
   return [dim(line(header)), ...rows.map(r => r[0].startsWith('*') ? bold(line(r)) : line(r))].join('\n')
@@ -82,11 +109,11 @@ function counts (c: Change): string {
 }
 
 function line (c: Change): string {
-  const p = c.path.slice(1) + (c.kind === 'd' ? '/' : '')
+  const p = displayLine(c.path.slice(1) + (c.kind === 'd' ? '/' : ''))
   switch (c.change) {
-    case 'moved': return `R ${c.from!.slice(1)}/ -> ${p}`
+    case 'moved': return `R ${displayLine(c.from!.slice(1))}/ -> ${p}`
     case 'mode': return `m ${p}  mode ${c.oldMode!.toString(8)} -> ${c.newMode!.toString(8)}`
-    case 'symlink': return `L ${p}  -> ${c.newTarget} (was ${c.oldTarget})`
+    case 'symlink': return `L ${p}  -> ${displayLine(c.newTarget)} (was ${displayLine(c.oldTarget)})`
     default: return `${LETTER[c.change]} ${p}${c.kind === 'l' && c.newTarget ? ' -> ' + c.newTarget : ''}  ${counts(c)}`.trimEnd()
   }
 }
@@ -109,36 +136,54 @@ export function formatStat (changes: Change[]): string {
   return [...changes.map(c => ' ' + line(c)), ` ${changes.length} path${changes.length === 1 ? '' : 's'} changed, +${ins} -${del}`].join('\n')
 }
 
+/** What a path's change is, in words, when a patch cannot say it (or says it only in part). */
+function note (c: Change): string | null {
+  const p = c.path.slice(1)
+  switch (c.change) {
+    case 'moved': return `moved directory ${c.from!.slice(1)}/ -> ${p}/`
+    case 'owner': return `owner changed: ${p}`
+    case 'mode': return `mode ${p} ${c.oldMode!.toString(8)} -> ${c.newMode!.toString(8)}`
+    default:
+      if (c.oldMode !== undefined && c.newMode !== undefined && c.oldMode !== c.newMode) return `mode ${p} ${c.oldMode.toString(8)} -> ${c.newMode.toString(8)}`
+      if (c.kind === 'd' && (c.change === 'added' || c.change === 'deleted')) return `${c.change} directory ${p}/`
+      if (c.kind !== 'f' && c.kind !== 'l' && c.kind !== 'd') return `${c.change} special file ${p}`
+      if (c.binary && !c.patch?.includes('GIT binary patch')) return `${c.change} binary file ${p} (${c.oldSize ?? 0} -> ${c.newSize ?? 0} bytes)`
+      return null
+  }
+}
+
+/** Colour a git-style patch as git does: headers bold, hunk lines cyan, removed red, added green. */
+function paintPatch (text: string): string {
+  if (!colourOn()) return text
+  let inHunk = false
+  return text.split('\n').map(l => {
+    if (l.startsWith('diff --git ')) inHunk = false
+    if (l.startsWith('@@')) { inHunk = true; return cyan(l) }
+    if (!inHunk) return l === '' ? l : bold(l)
+    if (l.startsWith('+')) return green(l)
+    if (l.startsWith('-')) return red(l)
+    return l
+  }).join('\n')
+}
+
+/**
+ * A patch `git apply` and `patch -p1` accept, after a preamble of what a patch cannot carry
+ * (directory moves, other mode bits, owners, empty directories, special files); both tools
+ * skip text before the first `diff --git`.
+ */
 export function formatDiff (changes: Change[]): string {
   if (changes.length === 0) return 'no changes'
-  const out: string[] = []
-  for (const c of changes) {
-    const p = c.path.slice(1)
-    if (c.patch && (c.insertions || c.deletions)) {
-      if (c.change === 'mode' || (c.oldMode !== undefined && c.newMode !== undefined && c.oldMode !== c.newMode)) out.push(`mode ${p} ${c.oldMode!.toString(8)} -> ${c.newMode!.toString(8)}`)
-      out.push(c.patch.trimEnd())
-      continue
-    }
-    switch (c.change) {
-      case 'moved': out.push(`moved directory ${c.from!.slice(1)}/ -> ${p}/`); break
-      case 'mode': out.push(`mode ${p} ${c.oldMode!.toString(8)} -> ${c.newMode!.toString(8)}`); break
-      case 'symlink': out.push(`symlink ${p} -> ${c.newTarget} (was -> ${c.oldTarget})`); break
-      case 'owner': out.push(`owner changed: ${p}`); break
-      default: {
-        const what = c.kind === 'd' ? 'directory' : c.kind === 'l' ? 'symlink' : c.binary ? 'binary file' : 'file'
-        const extra = c.binary ? ` (${c.oldSize ?? 0} -> ${c.newSize ?? 0} bytes)` : c.kind === 'l' && c.newTarget ? ` -> ${c.newTarget}` : ''
-        out.push(`${c.change} ${what} ${p}${extra}`)
-      }
-    }
-  }
-  return out.join('\n')
+  const notes = changes.map(note).filter((n): n is string => n !== null).map(n => displayLine(n))
+  const patch = changes.map(c => c.patch ?? '').join('')
+  const head = notes.length ? notes.join('\n') + (patch ? '\n\n' : '\n') : ''
+  return head + paintPatch(patch)
 }
 
 export function formatAll (list: StoreInfo[]): string {
   if (list.length === 0) return 'no workspace has cpfs history here'
   const rows = list.map(s => [
     s.workspace,
-    s.orphaned ? 'orphaned' : s.mounted ? 'mounted' : 'not mounted',
+    (s.orphaned ? 'orphaned' : s.mounted ? 'mounted' : 'not mounted') + (s.sandbox ? ' (sandbox)' : ''),
     s.turns === null ? '-' : String(s.turns),
     bytes(s.bytes),
     s.lastUsed ? age(s.lastUsed) : '-'

@@ -39,27 +39,37 @@ Processes whose current directory was inside DIR before the mount must cd into i
   --allow-other    let other users use the mount (the kernel checks permissions)
 
 Example:  cpfs mount ~/src/app && cd ~/src/app`,
-  turn: `Usage: cpfs turn [DIR] [-m MESSAGE] [--id EXTERNAL_ID] [--json]
+  turn: `Usage: cpfs turn [DIR] [-m MESSAGE] [--prompt TEXT] [--id EXTERNAL_ID] [--json]
 
-Seal the head turn and open the next one; prints the new turn's number. Agent hosts call
-it once per user message; --id names the new turn with the host's message id, so that
-cpfs rewind <id> later goes back to just before that message.
+Seal the head turn and open the next one; prints the new turn's number.
+  -m MESSAGE     what the turn being sealed did (as git commit -m)
+  --prompt TEXT  what the new turn is for (an agent host passes the user's message)
+  --id ID        names the new turn (the host's message id): cpfs rewind ID later goes back
+                 to just before it. Ids are unique, and never a number or a range.
 
-Example:  cpfs turn -m "refactor the parser" --id msg_0142`,
+Examples:  cpfs turn -m "refactor the parser"
+           cpfs turn --id msg_0142 --prompt "Add a login form"`,
   log: `Usage: cpfs log [DIR] [--json]
 
 List the turns: number (* marks the head), when it was opened, how many paths, lines (+/-,
-text files) and bytes it changed, its external id and message. --json adds each turn's
-changed paths.
+text files) and bytes it changed, its external id, its prompt (what it was opened for) and
+its message (what it did, from cpfs turn -m). --json adds each turn's changed paths. On a
+terminal the list goes through the pager (--no-pager, --color=auto|always|never).
 
 Example:  cpfs log --json | jq '.[] | select(.files > 0) | .turn'`,
-  diff: `Usage: cpfs diff [TURN | A..B] [DIR] [--stat] [--json]
+  diff: `Usage: cpfs diff [TURN | A..B] [DIR] [--stat] [--json] [--no-pager] [--color WHEN] [-- PATH...]
 
 Show what TURN changed (default: the head turn, so far), or turns A through B (A.. and ..B
-work too): a unified diff for text files, one line for binary files, mode changes, symlink
-targets, deletions and directory moves. --stat prints one line per path with +/- counts.
+work too), as a git-style patch that git apply and patch -p1 accept: text hunks, binary
+files (GIT binary patch), the executable bit, symlinks, additions and deletions. What a
+patch cannot carry (directory moves, other mode bits, owners) is listed above it.
+--stat prints one line per path with +/- counts, counted as cpfs log counts them.
+-- PATH... keeps only the changes at or below those paths (relative to this directory).
+On a terminal: coloured (--color=auto|always|never; NO_COLOR turns it off) and paged
+($CPFS_PAGER, else $PAGER, else less -FRX; --no-pager).
 
-Example:  cpfs diff 3 --stat`,
+Examples:  cpfs diff 3 --stat
+           cpfs diff 3 -- src/parser.ts | git apply -R`,
   rewind: `Usage: cpfs rewind TURN [DIR] [--dry-run] [--force] [--json]
 
 Make the workspace exactly what it was when TURN (a number or an external id) began.
@@ -99,11 +109,14 @@ Example:  cpfs undo`,
 Bring back what the last rewind or undo dropped, as long as nothing was written since.
 
 Example:  cpfs undo && cpfs redo`,
-  hook: `Usage: cpfs hook claude-code [DIR]
+  hook: `Usage: cpfs hook claude-code [DIR] [--context]
 
 Claude Code's UserPromptSubmit hook: reads the hook's JSON on stdin and opens a new turn for
-the prompt, with the id <session>:<n> (the n-th prompt of that session) and the prompt's
-first line as message. Never blocks a prompt: it always exits 0 and prints nothing on stdout.
+a prompt the user typed, with its prompt_id as the id (else <session>:<n>, the n-th prompt
+of that session) and its first line as the turn's prompt. Other events and prompts not from
+the user are ignored. Never blocks a prompt: whatever the input or the daemon does, it exits
+0 within seconds, with at most one line on stderr and nothing on stdout — unless --context,
+which prints the documented additionalContext JSON telling the model the turn's id.
 Example (.claude/settings.json):
   { "hooks": { "UserPromptSubmit": [ { "hooks": [
       { "type": "command", "command": "cpfs hook claude-code" } ] } ] } }
@@ -111,7 +124,9 @@ Then: cpfs log shows one turn per prompt; cpfs rewind <session>:<n> goes back to
   mcp: `Usage: cpfs mcp [DIR] [--store PATH]
 
 Serve the Model Context Protocol on stdin/stdout for the workspace DIR (default .), with the
-tools list_turns, checkpoint, show_diff, rewind_dry_run, rewind and redo.
+tools list_turns, status, checkpoint, show_diff, rewind_dry_run, rewind and redo. Turns may
+be numbers or strings; each tool is annotated (readOnlyHint, destructiveHint), and the
+read-only ones never change anything (an interrupted plan is reported, not finished).
 
 Example (an MCP client's configuration):
   { "mcpServers": { "cpfs": { "command": "cpfs", "args": ["mcp", "/path/to/workspace"] } } }`,
@@ -171,11 +186,21 @@ report what was written and verified. The next mount starts a new turn.
               the next write), and they stay in the store until pruned
   --force     apply even over paths changed outside cpfs; their outside version is kept in
               the history as a turn of its own first
-Refuses, changing nothing, while a process still uses the mount, or (without --force) when a
+Refuses, changing nothing, while a process still uses the mount — naming each one (pid,
+command, cwd or open file) and saying when it is your own shell — or (without --force) when a
 path it would change was changed outside cpfs.
 
 Example:  cpfs unmount ~/src/app`
 }
+
+texts.completion = `Usage: cpfs completion bash|zsh|fish
+
+Print a completion script: commands, each command's flags, directories, and the turn numbers
+and ids of the workspace you are in (asked from cpfs when you press Tab).
+
+Examples:  eval "$(cpfs completion bash)"    # in ~/.bashrc
+           eval "$(cpfs completion zsh)"     # in ~/.zshrc
+           cpfs completion fish | source     # in ~/.config/fish/config.fish`
 
 export function usage (name: string): string {
   return texts[name] ?? HELP

@@ -1,20 +1,36 @@
 #!/usr/bin/env node
 // The cpfs command: parse arguments, call the library, print. One exit path: every error is
-// one line `cpfs: <what> (<how to fix>)` on stderr with a non-zero exit code.
+// one line `cpfs: <what> (<how to fix>)` on stderr with a non-zero exit code (the hook's is
+// always 0: a hook must never block a prompt). A closed stdout ends the command quietly (141).
+// Every command that works on a workspace finds it as git finds a repository: from DIR, or the
+// current directory, upwards (src/workspaces.ts).
 import { parseArgs } from 'node:util'
 import { CpfsError, isCpfsError } from '../errors.js'
-import * as api from '../api.js'
-import { formatAll, formatDiff, formatLog, formatPreview, formatPrune, formatStat, formatStatus, formatSummary } from './format.js'
+import type { Target, UnmountResult } from '../api.js'
+import type { TurnInfo } from '../session/session.js'
+import { askDaemon, mountedLocation, statusFromDaemon, workspacePaths } from '../control/mounted.js'
+import { formatAll, formatDiff, formatLog, formatPreview, formatPrune, formatStat, formatStatus, formatSummary, setColour } from './format.js'
 import { statSync, writeFileSync } from 'node:fs'
-import { exec as execCommand } from '../exec.js'
-import { serveMcp } from '../mcp.js'
-import { claudeCodeHook } from '../hook.js'
-import * as hk from '../housekeeping.js'
-import { createInterface } from 'node:readline'
 import { resolve } from 'node:path'
-const resolve2 = resolve
-import { findWorkspace, isRegistered } from '../store/locate.js'
+import { findWorkspaceOf } from '../workspaces.js'
+import { isRegistered } from '../store/locate.js'
+import { displayLine } from '../session/labels.js'
 import { HELP, usage } from './help.js'
+import { showingProgress } from './progress.js'
+import { endOutput, guardPipes, out, startPager } from './output.js'
+import { suggest } from './suggest.js'
+
+guardPipes()
+
+// The library is loaded only when a command needs it: on a mounted workspace the commands an
+// agent host runs every message (turn, status, log, rewind, diff, undo, redo) only talk to the
+// daemon (control/mounted.ts), and node starting is most of their time.
+const lib = async () => await import('../api.js')
+
+/** The daemon's answer when DIR (or the current directory) is in a mounted workspace; else undefined. */
+async function viaMount<T> (pos: Record<string, string | undefined>, f: Flags, cmd: string, args?: Record<string, unknown>): Promise<T | undefined> {
+  return await askDaemon<T>(mountedLocation(pos.DIR, f.store as string | undefined), cmd, args)
+}
 
 type Flags = Record<string, string | boolean | undefined>
 
@@ -22,15 +38,14 @@ interface Command {
   options: Record<string, { type: 'string' | 'boolean', short?: string }>
   /** Names of positional arguments, in order; a trailing '?' marks an optional one. */
   args: string[]
+  /** Everything after `--` is a list of paths (diff) or a command (exec). */
+  dashDash?: 'paths' | 'command'
   run: (pos: Record<string, string | undefined>, f: Flags, rest: string[]) => Promise<number>
 }
 
 const dirStore = { store: { type: 'string' as const } }
 const json = { json: { type: 'boolean' as const } }
-
-function out (s: string): void {
-  process.stdout.write(s.endsWith('\n') ? s : s + '\n')
-}
+const paging = { 'no-pager': { type: 'boolean' as const }, color: { type: 'string' as const } }
 
 function note (s: string): void {
   if (process.stderr.isTTY) process.stderr.write(s + '\n')
@@ -44,8 +59,19 @@ function isDirectory (p: string): boolean {
   }
 }
 
-function target (pos: Record<string, string | undefined>, f: Flags): api.Target {
-  return { dir: pos.DIR ?? '.', store: f.store as string | undefined }
+/** The workspace DIR names, or the one the current directory is in: the nearest above with cpfs (else DIR itself). */
+function workspaceOf (dir: string | undefined): string {
+  return findWorkspaceOf(dir ?? process.cwd()) ?? resolve(dir ?? '.')
+}
+
+function target (pos: Record<string, string | undefined>, f: Flags): Target {
+  return { dir: workspaceOf(pos.DIR), store: f.store as string | undefined }
+}
+
+/** Long output on a terminal goes through the pager, as git's does. */
+async function page (f: Flags): Promise<void> {
+  if (typeof f.color === 'string') setColour(f.color)
+  if (!f['no-pager']) await startPager()
 }
 
 const commands: Record<string, Command> = {
@@ -53,7 +79,8 @@ const commands: Record<string, Command> = {
     options: { ...dirStore, foreground: { type: 'boolean' }, 'allow-other': { type: 'boolean' }, ...json },
     args: ['DIR?'],
     run: async (pos, f) => {
-      const info = await api.mount({ ...target(pos, f), foreground: Boolean(f.foreground), allowOther: Boolean(f['allow-other']) })
+      // The directory itself: mounting never picks a workspace above (that would nest).
+      const info = await (await lib()).mount({ dir: pos.DIR ?? '.', store: f.store as string | undefined, foreground: Boolean(f.foreground), allowOther: Boolean(f['allow-other']) })
       if (f.json) out(JSON.stringify(info))
       else {
         out(String(info.head))
@@ -65,19 +92,21 @@ const commands: Record<string, Command> = {
     }
   },
   turn: {
-    options: { ...dirStore, message: { type: 'string', short: 'm' }, id: { type: 'string' }, ...json },
+    options: { ...dirStore, message: { type: 'string', short: 'm' }, prompt: { type: 'string' }, id: { type: 'string' }, ...json },
     args: ['DIR?'],
     run: async (pos, f) => {
-      const head = await api.turn({ ...target(pos, f), message: f.message as string | undefined, id: f.id as string | undefined })
+      const labels = { message: f.message as string | undefined, prompt: f.prompt as string | undefined, id: f.id as string | undefined }
+      const head = (await viaMount<{ head: number }>(pos, f, 'turn', labels))?.head ?? await (await lib()).turn({ ...target(pos, f), ...labels })
       out(f.json ? JSON.stringify({ head }) : String(head))
       return 0
     }
   },
   log: {
-    options: { ...dirStore, ...json },
+    options: { ...dirStore, ...json, ...paging },
     args: ['DIR?'],
     run: async (pos, f) => {
-      const turns = await api.log({ ...target(pos, f), lines: true })
+      const turns = await viaMount<TurnInfo[]>(pos, f, 'log', { lines: true }) ?? await (await lib()).log({ ...target(pos, f), lines: true })
+      await page(f)
       out(f.json ? JSON.stringify(turns, null, 2) : formatLog(turns))
       return 0
     }
@@ -87,7 +116,7 @@ const commands: Record<string, Command> = {
     args: ['TURN', 'DIR?'],
     run: async (pos, f) => {
       if (f['dry-run']) {
-        const p = await api.rewindPreview(pos.TURN!, target(pos, f))
+        const p = await (await lib()).rewindPreview(pos.TURN!, target(pos, f))
         if (f.json) {
           // Exactly the agent SDKs' rewind_files(dry_run) shape; exit 0 either way.
           const j: Record<string, unknown> = { canRewind: p.canRewind }
@@ -97,19 +126,21 @@ const commands: Record<string, Command> = {
           return 0
         }
         if (!p.canRewind && p.changes.length === 0) throw new CpfsError('UNKNOWN_TURN', p.error ?? 'cannot rewind', 'see cpfs log')
-        out(formatPreview(pos.TURN!, p))
+        out(formatPreview(displayLine(pos.TURN!), p))
         return p.canRewind ? 0 : 1
       }
-      const r = await api.rewind(pos.TURN!, { ...target(pos, f), force: Boolean(f.force) })
+      const fast = await viaMount<{ head: number, dropped: number }>(pos, f, 'rewind', { turn: pos.TURN })
+      const r = fast ? { ...fast, mounted: true, summary: undefined } : await showingProgress(Boolean(f.json), async () => (await lib()).rewind(pos.TURN!, { ...target(pos, f), force: Boolean(f.force) }))
       if (f.json) out(JSON.stringify(r))
       else out(`rewound to the start of turn ${r.head}${r.summary ? '; ' + formatSummary(r.summary) : ''}`)
       return 0
     }
   },
   diff: {
-    options: { ...dirStore, stat: { type: 'boolean' }, ...json },
+    options: { ...dirStore, stat: { type: 'boolean' }, ...json, ...paging },
     args: ['TURN?', 'DIR?'],
-    run: async (pos, f) => {
+    dashDash: 'paths',
+    run: async (pos, f, paths) => {
       let spec = pos.TURN
       let dir = pos.DIR
       // One argument: a directory if it names one (and is not a turn number or a range).
@@ -117,7 +148,12 @@ const commands: Record<string, Command> = {
         dir = spec
         spec = undefined
       }
-      const r = await api.diff(spec, { dir: dir ?? '.', store: f.store as string | undefined, patches: !f.stat && !f.json })
+      const patches = !f.stat && !f.json
+      const loc = mountedLocation(dir, f.store as string | undefined)
+      const rel = loc && paths.length ? workspacePaths(loc.workspace, paths.map(p => resolve(p))) : undefined
+      const r = await askDaemon<{ changes: import('../plans/changes.js').Change[] }>(loc, 'diff', { spec, patches, paths: rel }) ??
+        await (await lib()).diff(spec, { dir: workspaceOf(dir), store: f.store as string | undefined, patches, paths: paths.map(p => resolve(p)) })
+      await page(f)
       if (f.json) out(JSON.stringify(r.changes, null, 2))
       else out(f.stat ? formatStat(r.changes) : formatDiff(r.changes))
       return 0
@@ -127,25 +163,27 @@ const commands: Record<string, Command> = {
     options: { ...dirStore, force: { type: 'boolean' }, ...json },
     args: ['TURN', 'PATH...'],
     run: async (pos, f, rest) => {
-      let paths = rest.map(p => resolve(p))
+      const paths = rest.map(p => resolve(p))
       let dir: string | undefined
       // A trailing registered workspace is DIR; otherwise the workspace holding the paths.
       if (paths.length >= 2 && isRegistered(paths[paths.length - 1])) dir = paths.pop()
-      dir ??= findWorkspace(paths[0]) ?? undefined
-      if (!dir) throw new CpfsError('NO_HISTORY', `${rest[0]} is not inside a workspace with cpfs history`, 'run it inside a mounted workspace, or name the workspace as the last argument')
-      const r = await api.restore(pos.TURN!, paths, { dir, store: f.store as string | undefined, force: Boolean(f.force) })
+      dir ??= findWorkspaceOf(paths[0]) ?? undefined
+      if (!dir) throw new CpfsError('NO_HISTORY', `${displayLine(rest[0])} is not inside a workspace with cpfs history`, 'run it inside a mounted workspace, or name the workspace as the last argument')
+      const r = await showingProgress(Boolean(f.json), async () => (await lib()).restore(pos.TURN!, paths, { dir, store: f.store as string | undefined, force: Boolean(f.force) }))
       if (f.json) out(JSON.stringify(r))
-      else out(`restored ${r.paths.map(p => p.slice(1) || '.').join(', ')} to the start of turn ${r.turn}${r.summary ? '; ' + formatSummary(r.summary) : ' (as a change in the head turn)'}`)
+      else out(`restored ${r.paths.map(p => displayLine(p.slice(1)) || '.').join(', ')} to the start of turn ${r.turn}${r.summary ? '; ' + formatSummary(r.summary) : ' (as a change in the head turn)'}`)
       return 0
     }
   },
   exec: {
     options: { ...dirStore, discard: { type: 'boolean' }, sandbox: { type: 'boolean' }, 'turn-per-command': { type: 'boolean' }, force: { type: 'boolean' }, 'json-result': { type: 'string' }, ...json },
     args: ['DIR?'],
+    dashDash: 'command',
     run: async (pos, f, rest) => {
+      const { exec: execCommand } = await import('../exec.js')
       const resultFile = f['json-result'] as string | undefined
       try {
-        const r = await execCommand({ ...target(pos, f), command: rest, discard: Boolean(f.discard), sandbox: Boolean(f.sandbox), turnPerCommand: Boolean(f['turn-per-command']), force: Boolean(f.force) })
+        const r = await execCommand({ dir: pos.DIR ?? '.', store: f.store as string | undefined, command: rest, discard: Boolean(f.discard), sandbox: Boolean(f.sandbox), turnPerCommand: Boolean(f['turn-per-command']), force: Boolean(f.force) })
         if (resultFile) writeFileSync(resultFile, JSON.stringify(r))
         else if (f.json) out(JSON.stringify(r))
         else if (r.applied) note(`cpfs: ${formatSummary(r.summary!)}`)
@@ -162,11 +200,12 @@ const commands: Record<string, Command> = {
     }
   },
   hook: {
-    options: { ...dirStore },
+    options: { ...dirStore, context: { type: 'boolean' } },
     args: ['AGENT', 'DIR?'],
-    run: async (pos) => {
-      if (pos.AGENT !== 'claude-code') throw new CpfsError('USAGE', `no hook for "${pos.AGENT}"`, 'supported: claude-code')
-      await claudeCodeHook(pos.DIR ? resolve(pos.DIR) : undefined)
+    run: async (pos, f) => {
+      if (pos.AGENT !== 'claude-code') throw new CpfsError('USAGE', `no hook for "${displayLine(pos.AGENT)}"`, 'supported: claude-code')
+      const { claudeCodeHook } = await import('../hook.js')
+      await claudeCodeHook({ dir: pos.DIR, context: Boolean(f.context) })
       return 0 // never block the user's prompt
     }
   },
@@ -175,8 +214,8 @@ const commands: Record<string, Command> = {
     args: ['DIR?'],
     run: async (pos, f) => {
       // Resolve the workspace now: an MCP client may start us from anywhere.
-      const dir = resolve(pos.DIR ?? '.')
-      await serveMcp({ dir, store: f.store as string | undefined })
+      const { serveMcp } = await import('../mcp.js')
+      await serveMcp({ dir: workspaceOf(pos.DIR), store: f.store as string | undefined })
       return 0
     }
   },
@@ -184,17 +223,16 @@ const commands: Record<string, Command> = {
     options: { ...dirStore, 'keep-turns': { type: 'string' }, 'older-than': { type: 'string' }, 'max-size': { type: 'string' }, orphans: { type: 'boolean' }, ...json },
     args: ['DIR?'],
     run: async (pos, f) => {
+      const hk = await import('../housekeeping.js')
       const num = (v: unknown, what: string) => {
         if (v === undefined) return undefined
-        if (!/^\d+$/.test(String(v))) throw new CpfsError('USAGE', `${what} must be a whole number, not "${v}"`, `see cpfs prune --help`)
+        if (!/^\d+$/.test(String(v))) throw new CpfsError('USAGE', `${what} must be a whole number, not "${displayLine(String(v))}"`, 'see cpfs prune --help')
         return Number(v)
       }
-      const reports: hk.PruneReport[] = []
+      const reports: Array<import('../housekeeping.js').PruneReport> = []
       if (f.orphans) reports.push(...await hk.pruneOrphans())
       if (!f.orphans || pos.DIR) {
-        const progress = process.stderr.isTTY && !f.json ? (m: string) => process.stderr.write(`\rcpfs: ${m}\x1b[K`) : undefined
-        reports.push(await hk.prune({ ...target(pos, f), keepTurns: num(f['keep-turns'], '--keep-turns'), olderThanDays: num(f['older-than'], '--older-than'), maxSize: f['max-size'] as string | undefined, onProgress: progress }))
-        if (progress) process.stderr.write('\r\x1b[K')
+        reports.push(await showingProgress(Boolean(f.json), () => hk.prune({ ...target(pos, f), keepTurns: num(f['keep-turns'], '--keep-turns'), olderThanDays: num(f['older-than'], '--older-than'), maxSize: f['max-size'] as string | undefined })))
       }
       out(f.json ? JSON.stringify(reports, null, 2) : reports.map(formatPrune).join('\n') || 'nothing to prune')
       return 0
@@ -204,11 +242,13 @@ const commands: Record<string, Command> = {
     options: { ...dirStore, yes: { type: 'boolean' }, force: { type: 'boolean' }, ...json },
     args: ['DIR?'],
     run: async (pos, f) => {
+      const hk = await import('../housekeeping.js')
       const t = target(pos, f)
       if (!f.yes) {
         if (!process.stdin.isTTY) throw new CpfsError('USAGE', 'forget deletes the whole history and needs confirmation', 'pass --yes')
+        const { createInterface } = await import('node:readline')
         const rl = createInterface({ input: process.stdin, output: process.stderr })
-        const answer = await new Promise<string>(resolve => rl.question(`Delete every turn of ${resolve2(t.dir!)}? This cannot be undone. [y/N] `, resolve))
+        const answer = await new Promise<string>(done => rl.question(`Delete every turn of ${t.dir}? This cannot be undone. [y/N] `, done))
         rl.close()
         if (!/^y(es)?$/i.test(answer.trim())) {
           out('kept the history')
@@ -224,7 +264,7 @@ const commands: Record<string, Command> = {
     options: { ...dirStore, ...json },
     args: ['TURN', 'DEST', 'DIR?'],
     run: async (pos, f) => {
-      const r = await api.fork(pos.TURN!, pos.DEST!, target(pos, f))
+      const r = await showingProgress(Boolean(f.json), async () => (await lib()).fork(pos.TURN!, pos.DEST!, target(pos, f)))
       if (f.json) out(JSON.stringify(r))
       else out(`forked turn ${r.turn} into ${r.dest} (its own history starts there); ${formatSummary(r.summary)}`)
       return 0
@@ -234,7 +274,8 @@ const commands: Record<string, Command> = {
     options: { ...dirStore, force: { type: 'boolean' }, ...json },
     args: ['DIR?'],
     run: async (pos, f) => {
-      const r = await api.undo({ ...target(pos, f), force: Boolean(f.force) })
+      const fast = await viaMount<{ head: number, dropped: number }>(pos, f, 'undo')
+      const r = fast ? { ...fast, mounted: true, summary: undefined } : await showingProgress(Boolean(f.json), async () => (await lib()).undo({ ...target(pos, f), force: Boolean(f.force) }))
       if (f.json) out(JSON.stringify(r))
       else out(`undone: back at the start of turn ${r.head}${r.summary ? '; ' + formatSummary(r.summary) : ''}`)
       return 0
@@ -244,7 +285,8 @@ const commands: Record<string, Command> = {
     options: { ...dirStore, force: { type: 'boolean' }, ...json },
     args: ['DIR?'],
     run: async (pos, f) => {
-      const r = await api.redo({ ...target(pos, f), force: Boolean(f.force) })
+      const fast = await viaMount<{ head: number }>(pos, f, 'redo')
+      const r = fast ? { ...fast, mounted: true, summary: undefined } : await showingProgress(Boolean(f.json), async () => (await lib()).redo({ ...target(pos, f), force: Boolean(f.force) }))
       if (f.json) out(JSON.stringify(r))
       else out(`redone: head is turn ${r.head}${r.summary ? '; ' + formatSummary(r.summary) : ''}`)
       return 0
@@ -255,15 +297,18 @@ const commands: Record<string, Command> = {
     args: ['DIR?'],
     run: async (pos, f) => {
       if (f.all) {
-        const list = await hk.statusAll()
+        const { statusAll } = await import('../housekeeping.js')
+        const list = await statusAll()
         out(f.json ? JSON.stringify(list, null, 2) : formatAll(list))
         return 0
       }
       if (f['reset-stats']) {
-        await api.resetStats(target(pos, f))
+        await (await lib()).resetStats(target(pos, f))
         return 0
       }
-      const s = await api.status(target(pos, f))
+      const loc = mountedLocation(pos.DIR, f.store as string | undefined)
+      const fast = await askDaemon(loc, 'status')
+      const s = fast ? statusFromDaemon(loc!, fast) : await (await lib()).status(target(pos, f))
       if (!f.stats) delete s.ops
       out(f.json ? JSON.stringify(s) : formatStatus(s))
       return 0
@@ -273,7 +318,20 @@ const commands: Record<string, Command> = {
     options: { ...dirStore, discard: { type: 'boolean' }, force: { type: 'boolean' }, ...json },
     args: ['DIR?'],
     run: async (pos, f) => {
-      const r = await api.unmount({ ...target(pos, f), discard: Boolean(f.discard), force: Boolean(f.force) })
+      const t = target(pos, f)
+      // This process must not keep the mount busy itself (the README's flow runs it from inside).
+      process.chdir('/')
+      let r: UnmountResult
+      try {
+        r = await showingProgress(Boolean(f.json), async () => (await lib()).unmount({ ...t, discard: Boolean(f.discard), force: Boolean(f.force) }))
+      } catch (err) {
+        if (!isCpfsError(err) || err.code !== 'MOUNT_BUSY') throw err
+        const { holdersOf, describeHolders } = await import('./holders.js')
+        const holders = holdersOf(t.dir!)
+        if (holders.length === 0) throw err
+        const mine = holders.some(h => h.caller)
+        throw new CpfsError('MOUNT_BUSY', `${t.dir} is busy: ${describeHolders(holders)}`, `${mine ? `cd out of ${t.dir}, ` : ''}close what uses it, then run cpfs unmount ${t.dir} again; nothing was changed`)
+      }
       if (f.json) out(JSON.stringify(r))
       else if (!r.applied) out(`unmounted; the real directory was left as it was${r.discarded ? `; ${r.discarded} turn${r.discarded === 1 ? '' : 's'} set aside (cpfs redo brings ${r.discarded === 1 ? 'it' : 'them'} back until the next write)` : ''}`)
       else out(`unmounted; ${formatSummary(r.summary!)}`)
@@ -282,53 +340,75 @@ const commands: Record<string, Command> = {
   }
 }
 
-const COMPLETION = `# cpfs bash completion: eval "$(cpfs completion bash)"
-_cpfs () {
-  local cur=\${COMP_WORDS[COMP_CWORD]}
-  if [ "$COMP_CWORD" -eq 1 ]; then
-    COMPREPLY=( $(compgen -W "${'mount turn log diff rewind undo redo restore fork status unmount exec mcp hook prune forget completion'}" -- "$cur") )
-  else
-    COMPREPLY=( $(compgen -d -- "$cur") )
-  fi
+/** What completion needs to know of each command. */
+function completionSpecs (): Record<string, import('./completion.js').CommandSpec> {
+  const specs: Record<string, import('./completion.js').CommandSpec> = {}
+  for (const [name, cmd] of Object.entries(commands)) {
+    specs[name] = {
+      options: Object.entries(cmd.options).filter(([o]) => o !== 'json-result').map(([o, d]) => ({ name: o, short: d.short, value: d.type === 'string' })),
+      turnFirst: cmd.args[0] === 'TURN' || cmd.args[0] === 'TURN?'
+    }
+  }
+  specs.completion = { options: [], turnFirst: false }
+  return specs
 }
-complete -F _cpfs cpfs`
+
+async function completion (rest: string[]): Promise<number> {
+  const c = await import('./completion.js')
+  switch (rest[0]) {
+    case '--help': case '-h': out(usage('completion')); return 0
+    case 'bash': out(c.bashCompletion(completionSpecs())); return 0
+    case 'zsh': out(c.zshCompletion(completionSpecs())); return 0
+    case 'fish': out(c.fishCompletion(completionSpecs())); return 0
+    case 'turns': {
+      // For the completion scripts: turn numbers and ids of the workspace here, quietly.
+      try {
+        const turns = await (await lib()).log({ dir: workspaceOf(rest[1]) })
+        out(turns.flatMap(t => [String(t.turn), ...(t.id ? [t.id] : [])]).join('\n'))
+      } catch {}
+      return 0
+    }
+    default: throw new CpfsError('USAGE', `no completion for "${displayLine(rest[0] ?? '')}"`, 'run: eval "$(cpfs completion bash)", eval "$(cpfs completion zsh)" or cpfs completion fish | source')
+  }
+}
+
+/** Split argv at the first `--`: what comes after is a list of paths or a command. */
+function splitDashDash (rest: string[]): { own: string[], after: string[] | null } {
+  const i = rest.indexOf('--')
+  return i < 0 ? { own: rest, after: null } : { own: rest.slice(0, i), after: rest.slice(i + 1) }
+}
 
 async function main (argv: string[]): Promise<number> {
   const [name, ...rest] = argv
-  if (name === 'completion') {
-    if (rest[0] !== 'bash') throw new CpfsError('USAGE', 'completion is available for bash', 'run: eval "$(cpfs completion bash)"')
-    out(COMPLETION)
-    return 0
-  }
-  if (!name || name === 'help' || name === '--help' || name === '-h') {
+  if (name === 'completion') return await completion(rest)
+  if (!name || name === '--help' || name === '-h') {
     out(HELP)
     return name ? 0 : 2
+  }
+  if (name === 'help') {
+    const topic = rest[0]
+    if (topic && !commands[topic] && topic !== 'completion') throw unknownCommand(topic)
+    out(topic ? usage(topic) : HELP)
+    return 0
   }
   if (name === '--version' || name === '-V') {
     out('cpfs 0.1.0')
     return 0
   }
   const cmd = commands[name]
-  if (!cmd) throw new CpfsError('USAGE', `unknown command "${name}"`, 'run cpfs --help for the list of commands')
-  const own = name === 'exec' && rest.includes('--') ? rest.slice(0, rest.indexOf('--')) : rest
+  if (!cmd) throw unknownCommand(name)
+  const { own, after } = cmd.dashDash ? splitDashDash(rest) : { own: rest, after: null }
   if (own.includes('--help') || own.includes('-h')) {
     out(usage(name))
     return 0
   }
   let parsed
   try {
-    parsed = parseArgs({ args: rest, options: cmd.options, allowPositionals: true, strict: true })
+    parsed = parseArgs({ args: own, options: cmd.options, allowPositionals: true, strict: true })
   } catch (err: any) {
-    throw new CpfsError('USAGE', String(err.message).split(/\.( |$)/)[0], `see cpfs ${name} --help`)
+    throw new CpfsError('USAGE', displayLine(String(err.message).split(/\.( |$)/)[0]), `see cpfs ${name} --help`)
   }
-  if (name === 'exec') {
-    // cpfs exec [DIR] [flags] -- CMD...: the command is everything after the first '--'.
-    const dash = rest.indexOf('--')
-    if (dash < 0) throw new CpfsError('USAGE', 'no command given', 'put the command after --, e.g. cpfs exec . -- npm test')
-    const before = parseArgs({ args: rest.slice(0, dash), options: cmd.options, allowPositionals: true, strict: true })
-    if (before.positionals.length > 1) throw new CpfsError('USAGE', `unexpected argument "${before.positionals[1]}"`, 'see cpfs exec --help')
-    return await cmd.run({ DIR: before.positionals[0] }, before.values as Flags, rest.slice(dash + 1))
-  }
+  if (cmd.dashDash === 'command' && after === null) throw new CpfsError('USAGE', 'no command given', 'put the command after --, e.g. cpfs exec . -- npm test')
   const pos: Record<string, string | undefined> = {}
   const required = cmd.args.filter(a => !a.endsWith('?'))
   if (parsed.positionals.length < required.length) {
@@ -339,22 +419,39 @@ async function main (argv: string[]): Promise<number> {
     throw new CpfsError('USAGE', `missing ${cmd.args.at(-1)!.slice(0, -3)}`, `see cpfs ${name} --help`)
   }
   if (!variadic && parsed.positionals.length > cmd.args.length) {
-    throw new CpfsError('USAGE', `unexpected argument "${parsed.positionals[cmd.args.length]}"`, `see cpfs ${name} --help`)
+    const extra = displayLine(parsed.positionals[cmd.args.length])
+    throw new CpfsError('USAGE', `unexpected argument "${extra}"`, cmd.dashDash === 'paths' ? `paths go after --, e.g. cpfs ${name} 3 -- ${extra}` : `see cpfs ${name} --help`)
   }
   cmd.args.forEach((a, i) => { if (!a.endsWith('...')) pos[a.replace('?', '')] = parsed.positionals[i] })
-  return await cmd.run(pos, parsed.values as Flags, variadic ? parsed.positionals.slice(cmd.args.length - 1) : [])
+  const tail = variadic ? parsed.positionals.slice(cmd.args.length - 1) : after ?? []
+  return await cmd.run(pos, parsed.values as Flags, tail)
 }
 
+function unknownCommand (word: string): CpfsError {
+  const guess = suggest(word, Object.keys(commands))
+  return new CpfsError('USAGE', `unknown command "${displayLine(word)}"${guess ? `; did you mean ${guess}?` : ''}`, guess ? `cpfs ${guess} --help` : 'run cpfs --help for the list of commands')
+}
+
+const isHook = process.argv[2] === 'hook'
+
 main(process.argv.slice(2)).then(
-  (code) => { process.exitCode = code },
-  (err) => {
+  async (code) => {
+    await endOutput()
+    process.exitCode = code
+    // The hook is done: do not wait for anything (a daemon that never answered, stdin).
+    if (isHook) process.exit(0)
+  },
+  async (err) => {
+    await endOutput()
     if (isCpfsError(err)) {
-      process.stderr.write(err.line() + '\n')
+      process.stderr.write(displayLine(err.line()) + '\n')
       process.exitCode = err.code === 'USAGE' ? 2 : 1
     } else {
-      process.stderr.write(`cpfs: internal error: ${err?.message ?? err} (please report it with the daemon log)\n`)
+      process.stderr.write(`cpfs: internal error: ${displayLine(String(err?.message ?? err))} (please report it with the daemon log)\n`)
       if (process.env.CPFS_DEBUG) process.stderr.write(String(err?.stack) + '\n')
       process.exitCode = 70
     }
+    // A hook must never block the prompt: whatever failed, it exits 0 (the line above says why).
+    if (isHook) process.exit(0)
   }
 )

@@ -1,25 +1,70 @@
 import * as net from 'node:net'
 import { CpfsError } from '../errors.js'
+import { progressSink } from '../progress.js'
 import type { Reply, Request } from './protocol.js'
 
-/** Send one request to the daemon; throws NOT_RUNNING when nobody listens. */
-export function call (socketPath: string, req: Request): Promise<unknown> {
+export interface CallOptions {
+  /**
+   * Give up after this many milliseconds (a stopped daemon still accepts connections but never
+   * answers). Without it, a call waits as long as the command takes (an unmount that applies a
+   * large tree). The command may still complete in the daemon after the caller gave up.
+   */
+  timeoutMs?: number
+}
+
+/**
+ * Send one request to the daemon; throws NOT_RUNNING when nobody listens, DAEMON_TIMEOUT when
+ * nobody answers in time. When the caller listens for progress (withProgress), the daemon's
+ * progress lines go to that listener.
+ */
+export function call (socketPath: string, req: Request, opts: CallOptions = {}): Promise<unknown> {
+  const sink = progressSink()
+  if (sink) req = { ...req, progress: true }
   return new Promise((resolve, reject) => {
     const conn = net.connect(socketPath)
     let buf = ''
     let done = false
+    const timer = opts.timeoutMs === undefined
+      ? null
+      : setTimeout(() => {
+        if (done) return
+        done = true
+        conn.destroy()
+        reject(new CpfsError('DAEMON_TIMEOUT', `the cpfs daemon did not answer "${req.cmd}" within ${(opts.timeoutMs! / 1000).toFixed(1)} s`, 'is it stopped or overloaded? see cpfs status and the daemon log'))
+      }, opts.timeoutMs)
+    const finish = (): boolean => {
+      if (done) return false
+      done = true
+      if (timer) clearTimeout(timer)
+      return true
+    }
     conn.setEncoding('utf8')
     conn.on('connect', () => conn.write(JSON.stringify(req) + '\n'))
-    conn.on('data', (d) => { buf += d })
+    conn.on('data', (d) => {
+      buf += d
+      if (!sink) return
+      // Every complete line but the reply is a progress line.
+      let nl
+      while ((nl = buf.indexOf('\n')) >= 0) {
+        const line = buf.slice(0, nl)
+        let msg: any
+        try {
+          msg = JSON.parse(line)
+        } catch {
+          return // not a whole JSON line: the reply, parsed at the end
+        }
+        if (!msg || typeof msg !== 'object' || !('progress' in msg)) return
+        buf = buf.slice(nl + 1)
+        sink(msg.progress)
+      }
+    })
     conn.on('error', (err: any) => {
-      if (done) return
-      done = true
+      if (!finish()) return
       if (err.code === 'ENOENT' || err.code === 'ECONNREFUSED') reject(new CpfsError('NOT_RUNNING', 'no cpfs daemon answers for this workspace'))
       else reject(new CpfsError('CONTROL', `control socket error: ${err.message}`, 'check the daemon log in the workspace\'s cpfs directory'))
     })
     conn.on('end', () => {
-      if (done) return
-      done = true
+      if (!finish()) return
       let r: Reply
       try {
         r = JSON.parse(buf)
@@ -33,11 +78,19 @@ export function call (socketPath: string, req: Request): Promise<unknown> {
   })
 }
 
-export async function ping (socketPath: string): Promise<boolean> {
+/** How long a ping may take: a live daemon answers at once, even mid-rewind. */
+export const PING_TIMEOUT_MS = 5000
+
+/**
+ * Is a daemon listening and answering? False when nobody listens; a daemon that accepts the
+ * connection but does not answer (stopped with SIGSTOP, wedged) is an error, not "not running".
+ */
+export async function ping (socketPath: string, opts: CallOptions = { timeoutMs: PING_TIMEOUT_MS }): Promise<boolean> {
   try {
-    await call(socketPath, { cmd: 'ping' })
+    await call(socketPath, { cmd: 'ping' }, opts)
     return true
-  } catch {
+  } catch (err) {
+    if (err instanceof CpfsError && err.code === 'DAEMON_TIMEOUT') throw err
     return false
   }
 }

@@ -1,7 +1,8 @@
 import * as fs from 'node:fs'
 import * as net from 'node:net'
 import { CpfsError, isCpfsError } from '../errors.js'
-import type { Reply, Request } from './protocol.js'
+import type { ProgressLine, Reply, Request } from './protocol.js'
+import { withProgress, type ProgressSink } from '../progress.js'
 
 export type Handler = (req: Request) => Promise<unknown>
 
@@ -25,7 +26,12 @@ export async function serve (socketPath: string, handler: Handler): Promise<net.
         conn.end(JSON.stringify({ ok: false, code: 'BAD_REQUEST', message: 'malformed request' }) + '\n')
         return
       }
-      handler(req).then(
+      // Progress lines go out as the work runs (the work is mostly synchronous: the socket
+      // write is tried at once, and the client reads them as they come).
+      const sink: ProgressSink | undefined = req.progress
+        ? (e) => { if (!conn.destroyed && conn.writable) conn.write(JSON.stringify({ progress: e } satisfies ProgressLine) + '\n') }
+        : undefined
+      withProgress(sink, () => handler(req)).then(
         (result) => reply(conn, { ok: true, result: result ?? null }),
         (err) => {
           if (!isCpfsError(err)) process.stderr.write(`cpfs daemon: internal error: ${err?.stack ?? err}\n`)

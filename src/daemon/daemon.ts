@@ -14,9 +14,11 @@ import { OP_NAMES } from '../fuse/kernel.js'
 import { FuseOps } from '../fuse/ops.js'
 import { cacheTimeout, checkFuse, mountFuse, unmountPath } from '../fuse/mount.js'
 import { Notifier } from '../fuse/invalidate.js'
-import { ancestors } from '../overlay/paths.js'
+import { ancestors, baseName, parentOf } from '../overlay/paths.js'
 import { inoOfKey, isInoKey } from '../store/entries.js'
+import { WatcherEvents, type Before } from './watchers.js'
 import { applyStack, recover } from '../plans/run.js'
+import { phase } from '../progress.js'
 import { absorbOutsideChanges } from '../plans/absorb.js'
 import { freezeOrigin } from '../plans/freeze.js'
 import { diffTurns, logWithLines, previewRewind } from '../plans/preview.js'
@@ -84,6 +86,8 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
     const what = String((err as any)?.stack ?? err).split('\n').slice(0, 2).map(l => l.trim()).join(' ')
     process.stderr.write(`cpfs daemon: ${new Date().toISOString()} ${OP_NAMES[req.opcode] ?? 'op' + req.opcode} (node ${req.nodeid}) failed: ${what}\n`)
   }
+  // inotify watchers hear of the daemon's own changes (watchers.ts).
+  const watch = new WatcherEvents(ch, ops, session, loc.workspace)
   const initDone = new Promise<void>((resolve) => { ops.onInit = resolve })
   session.origin.cacheReal(true)
   ch.start()
@@ -98,7 +102,7 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
     pendingInval ??= new Set()
     for (const p of touched) pendingInval.add(p)
   }
-  const invalidate = async (): Promise<void> => {
+  const invalidate = async (before: Before): Promise<void> => {
     const keys = pendingInval
     pendingInval = null
     if (!keys || keys.size === 0 || ch.closed) return
@@ -119,6 +123,14 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
     // Nodes by the names the kernel knew them under, before those names are re-checked.
     const stale = new Set<number>()
     for (const n of ops.nodes.all()) if (inos.has(n.ino) || [...n.paths].some(affected)) stale.add(n.id)
+    // A file the kernel knows that is now another inode: watchers of the old one get
+    // IN_DELETE_SELF (NOTIFY_DELETE); watchers of directories hear of it later (watchers.ts).
+    for (const n of ops.nodes.all()) {
+      if (n.path === null || n.path === '/' || !affected(n.path)) continue
+      const r = ov.view.resolve(n.path)
+      const parent = ops.nodes.at(parentOf(n.path))
+      if (r && parent && ov.attrOf(r).ino !== n.ino && (ov.attrOf(r).mode & 0o170000) !== 0o040000) notifier.deleteEntry(parent.id, n.id, baseName(n.path))
+    }
     for (const p of touched) {
       for (const a of ancestors(p)) {
         const d = ops.nodes.at(a)
@@ -137,12 +149,14 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
     if (ops.negotiated.minor >= 44) notifier.incEpoch()
     for (const id of stale) notifier.invalInode(id, false)
     await notifier.flush()
+    watch.changed(touched, before)
   }
   const withInvalidation = async <T>(fn: () => Promise<T>): Promise<T> => {
+    const before = watch.snapshot()
     try {
       return await fn()
     } finally {
-      await invalidate()
+      await invalidate(before)
     }
   }
   const pidFile = join(loc.dir, 'daemon.pid')
@@ -159,7 +173,11 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
   const shutdown = async (mode: 'apply' | 'discard' | 'keep', force: boolean, lazy = false): Promise<unknown> => {
     if (closing) throw new CpfsError('BUSY', 'the daemon is already shutting down', 'wait a moment and check cpfs status')
     closing = true
+    // Writes still buffered reach the store and the kernel lets go of the mount: seconds
+    // when much was written just before.
+    const unmounting = phase('unmounting', 'steps')
     try {
+      await watch.drain()
       await session.flushAll(true)
       // The mount may be gone already (umount -l, fusermount -u -z): nothing to unmount then.
       if (isMounted(loc.workspace)) {
@@ -174,11 +192,14 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
     } catch (err) {
       closing = false
       throw err
+    } finally {
+      unmounting.end()
     }
     ch.stop()
     session.origin.cacheReal(false) // plans see the real directory as it is now
     try { fs.closeSync(fd) } catch {}
     await notifier.close()
+    await watch.close()
     server?.close()
     try { fs.unlinkSync(pidFile) } catch {}
     let summary: unknown = null
@@ -206,7 +227,7 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
       case 'ping': return { pid: process.pid }
       case 'status': return { ...session.status(), mounted: true, pid: process.pid, ops: ch.stats, nodes: ops.nodes.size }
       case 'reset-stats': ch.stats = newStats(); return null
-      case 'turn': return { head: await session.turn({ message: a.message as string | undefined, id: a.id as string | undefined }) }
+      case 'turn': return { head: await session.turn({ message: a.message as string | undefined, prompt: a.prompt as string | undefined, id: a.id as string | undefined }) }
       case 'log': return await logWithLines(session, Boolean(a.lines))
       case 'rewind': return await withInvalidation(() => session.rewind(a.turn as string))
       case 'undo': return await withInvalidation(() => session.undo())
@@ -217,7 +238,7 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
         return { turn: t, ...await forkView(session, t, String(a.dest)) }
       }
       case 'restore': return await withInvalidation(() => session.restore(String(a.turn), a.paths as string[]))
-      case 'diff': return await diffTurns(session, a.spec as string | undefined, { patches: Boolean(a.patches) })
+      case 'diff': return await diffTurns(session, a.spec as string | undefined, { patches: Boolean(a.patches), paths: a.paths as string[] | undefined })
       case 'preview-rewind': return await previewRewind(session, String(a.turn), true)
       case 'unmount': return await shutdown(a.discard ? 'discard' : 'apply', Boolean(a.force))
       default: throw new CpfsError('BAD_REQUEST', `unknown command ${req.cmd}`, 'upgrade the cpfs CLI to match the daemon')

@@ -15,3 +15,8 @@ export function toErrno (err: unknown): number {
   const n = code !== undefined ? errno[code] : undefined
   return n ?? errno.EIO
 }
+
+/** The errno of a POSIX code name, for replies a handler sends without throwing. */
+export function errnoOf (code: string): number {
+  return errno[code] ?? errno.EIO
+}

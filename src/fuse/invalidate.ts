@@ -54,6 +54,22 @@ export class Notifier {
     this.queued.push(b)
   }
 
+  /**
+   * `name` in directory `parent`, the kernel's node `child`, no longer exists: the kernel drops
+   * the entry as for INVAL_ENTRY and deletes the dentry, so inotify watchers hear of it. Fails
+   * (harmlessly) when the kernel has no such dentry or, for a directory, still caches children.
+   */
+  deleteEntry (parent: number, child: number, name: string): void {
+    const nb = Buffer.from(name)
+    const b = header(OUT_HEADER + 24 + nb.length + 1, Notify.DELETE)
+    writeU64(b, 16, parent)
+    writeU64(b, 24, child)
+    b.writeUInt32LE(nb.length, 32)
+    b.writeUInt32LE(0, 36)
+    nb.copy(b, 40)
+    this.queued.push(b)
+  }
+
   /** Write what is queued; resolves once the kernel has taken it all. */
   flush (): Promise<void> {
     const bufs = this.queued

@@ -16,10 +16,13 @@ import {
   KERNEL_VERSION, OPEN_OUT, OUT_HEADER, Op, RENAME_EXCHANGE, RENAME_NOREPLACE, SEEK_DATA, SEEK_HOLE, STATFS_OUT,
   XATTR_CREATE, XATTR_REPLACE, align8, OPEN_KILL_SUIDGID, WRITE_KILL_SUIDGID
 } from './kernel.js'
+import { errnoOf } from './errno.js'
 import { Nodes } from './nodes.js'
 import { Request, putAttrOut, putDirent, putEntry, putOpenOut, putStatfs, u64, writeU64, type WireAttr } from './wire.js'
 
 import { NAME_MAX, nameMax } from '../overlay/limits.js'
+
+const ENODATA = errnoOf('ENODATA')
 
 export interface FuseConfig {
   /** Seconds the kernel may cache entries, attributes and negative lookups (0 = no caching). */
@@ -576,7 +579,11 @@ export class FuseOps {
     r.need(8)
     const size = r.buf.readUInt32LE(r.body)
     const name = r.cstring(r.body + 8).s
-    this.sized(r, c, size, this.ov.getxattr(this.nodes.path(r.nodeid), name))
+    // A missing attribute is the common answer (the kernel asks for security.capability at
+    // the first write and at every chown): reply without building an error.
+    const v = this.ov.xattr(this.nodes.path(r.nodeid), name)
+    if (v === undefined) return c.error(r, ENODATA)
+    this.sized(r, c, size, v)
   }
 
   private listxattr (r: Request, c: Channel): void {

@@ -1068,9 +1068,14 @@ export class Overlay {
   }
 
   getxattr (p: string, name: string): Buffer {
-    const v = this.xattrsOf(p)?.[name]
+    const v = this.xattr(p, name)
     if (!v) throw fsError('ENODATA', p, name)
     return v
+  }
+
+  /** The value of attribute `name` of p, or undefined when p has no such attribute. */
+  xattr (p: string, name: string): Buffer | undefined {
+    return this.xattrsOf(p)?.[name]
   }
 
   listxattr (p: string): string[] {

@@ -7,6 +7,7 @@ import { hashChunk, isZero, type ChunkStore } from '../store/chunks.js'
 import { CHUNK_SIZE, S_IFMT, chunkLen, fromNs, type Kind, type LiveEntry, type Meta, type Whiteout } from '../store/entries.js'
 import { kindOf, realXattrs, type Origin } from './origin.js'
 import { ancestors } from './paths.js'
+import { countBytes } from '../progress.js'
 
 /** File content as a sparse list of [chunk index, SHA-256 hex] for every chunk that is not all zeros. */
 export type Sparse = Array<[number, string]>
@@ -89,6 +90,7 @@ export function realContent (origin: Origin, p: string, store: ChunkStore | null
         if (got < len) buf.fill(0, got, len)
         const hex = chunkHex(buf.subarray(0, len), store)
         if (hex) data.push([idx, hex])
+        countBytes(len)
         next = idx + 1
       }
       pos = Math.max(end, next * CHUNK_SIZE)

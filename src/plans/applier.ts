@@ -17,6 +17,7 @@ import { lstatReal } from '../overlay/real.js'
 import type { AnchorOp, Attrs, PlanOp, Times } from './planner.js'
 import { AT_FDCWD, AT_SYMLINK_NOFOLLOW, native } from '../native/index.js'
 import { toSecNs, type Kind } from '../store/entries.js'
+import { countBytes } from '../progress.js'
 
 export interface ApplyResult {
   done: number
@@ -130,6 +131,7 @@ function rewriteFile (path: string, chunks: ChunkStore, op: { size: number, data
       const data = chunks.get(Buffer.from(hex, 'hex'))
       writeAll(fd, data, idx * CHUNK_SIZE)
       written += data.length
+      countBytes(data.length)
       at = idx * CHUNK_SIZE + CHUNK_SIZE
     }
     fs.ftruncateSync(fd, op.size)
@@ -159,6 +161,7 @@ function writeNew (path: string, chunks: ChunkStore, op: { path: string, size: n
         const data = chunks.get(Buffer.from(hex, 'hex'))
         writeAll(fd, data, idx * CHUNK_SIZE)
         bytes += data.length
+        countBytes(data.length)
       }
     } else if (readContent) {
       const read = readContent(op as Extract<PlanOp, { op: 'write' }>)
@@ -170,6 +173,7 @@ function writeNew (path: string, chunks: ChunkStore, op: { path: string, size: n
         if (isZero(buf.subarray(0, n))) continue
         writeAll(fd, buf.subarray(0, n), pos)
         bytes += n
+        countBytes(n)
       }
     }
     fs.ftruncateSync(fd, op.size)

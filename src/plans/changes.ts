@@ -2,7 +2,8 @@
 // change per path, with line counts for text files, a unified diff on request, one line for
 // binary files, modes, symlink targets, deletions and directory moves. Used by `cpfs diff`
 // and `cpfs rewind --dry-run`. Read-only: it never stores anything.
-import { createTwoFilesPatch, diffLines } from 'diff'
+import { diffLines } from 'diff'
+import { filePatch, lineCount, MAX_EDIT_LINES, type Side } from './patch.js'
 import { readEntry } from '../overlay/origin.js'
 import { sameContent, viewContent } from './content.js'
 import { isWithin, rebase } from '../overlay/paths.js'
@@ -82,7 +83,10 @@ function target (v: View, r: Resolved): string {
 function countLines (a: string, b: string): { insertions: number, deletions: number } {
   let insertions = 0
   let deletions = 0
-  for (const part of diffLines(a, b)) {
+  const parts = diffLines(a, b, { maxEditLength: MAX_EDIT_LINES })
+  // Too different to search for the minimal diff (patch.ts): every old line out, every new one in.
+  if (!parts) return { insertions: lineCount(b), deletions: lineCount(a) }
+  for (const part of parts) {
     if (part.added) insertions += part.count ?? 0
     else if (part.removed) deletions += part.count ?? 0
   }
@@ -144,7 +148,9 @@ export function describeChanges (from: View, to: View, touched: Iterable<string>
     }
     const prev = out.get(p)
     if (prev && prev.change !== 'deleted') continue
-    const c = describeOne(from, to, p, before, after, chunks, opts)
+    const oldPath = mt && before ? rebase(p, mt.to, mt.from) : p
+    const c = describeOne(from, to, p, before, after, chunks, opts, oldPath)
+    if (c && oldPath !== p) c.from = oldPath
     if (c) out.set(p, c)
     // A removed directory takes everything below it: list each path (an agent host shows
     // every file a rewind would delete).
@@ -154,6 +160,20 @@ export function describeChanges (from: View, to: View, touched: Iterable<string>
         if (d && !out.has(q)) out.set(q, d)
       }
     })
+  }
+  // In a patch, a moved directory is its files renamed (those that changed carry their own).
+  if (opts.patches) {
+    for (const m of moves) {
+      let text = ''
+      listBelow(to, m.to, (q, r) => {
+        const kind = resolvedType(r)
+        if (out.has(q) || (kind !== 'f' && kind !== 'l')) return
+        const orig = rebase(q, m.to, m.from)
+        const was = from.resolve(orig)
+        if (was && resolvedType(was) === kind) text += filePatch(side(from, was, orig, chunks), side(to, r, q, chunks))
+      })
+      if (text) out.get(m.to)!.patch = text
+    }
   }
   return [...out.values()].sort((a, b) => a.path < b.path ? -1 : a.path > b.path ? 1 : 0)
 }
@@ -168,33 +188,55 @@ function listBelow (v: View, dir: string, fn: (p: string, r: Resolved) => void):
   }
 }
 
-function describeOne (from: View, to: View, p: string, before: Resolved | null, after: Resolved | null, chunks: ChunkStore, opts: { patches?: boolean }): Change | null {
+/** One side of a patch: a file's bytes (null when too large to diff) or a symlink's target. */
+function side (v: View, r: Resolved, path: string, chunks: ChunkStore, bytes?: Bytes): Side | null {
+  const kind = resolvedType(r)
+  if (kind === 'l') return { path, kind, mode: 0o777, data: Buffer.from(target(v, r)) }
+  if (kind !== 'f') return null
+  const b = bytes ?? readAll(v, r, chunks)
+  return { path, kind, mode: modeOf(r), data: Buffer.isBuffer(b) ? b : null }
+}
+
+function describeOne (from: View, to: View, p: string, before: Resolved | null, after: Resolved | null, chunks: ChunkStore, opts: { patches?: boolean }, oldPath = p): Change | null {
   if (!before && !after) return null
   const base = { path: p, insertions: 0, deletions: 0, binary: false }
+  const patch = (c: Change, a: Bytes | undefined, b: Bytes | undefined): Change => {
+    if (!opts.patches) return c
+    // Directories and special files have no patch form: only files and symlinks count.
+    const old = before ? side(from, before, oldPath, chunks, a) : null
+    const now = after ? side(to, after, p, chunks, b) : null
+    const text = old || now ? filePatch(old, now) : ''
+    if (text) c.patch = text
+    return c
+  }
   if (!after) {
     const kind = resolvedType(before!)
     const c: Change = { ...base, change: 'deleted', kind }
-    if (kind === 'f') addText(c, readAll(from, before!, chunks), Buffer.alloc(0), p, opts)
+    let a: Bytes | undefined
+    if (kind === 'f') addText(c, a = readAll(from, before!, chunks), Buffer.alloc(0))
     if (kind === 'l') c.oldTarget = target(from, before!)
-    return c
+    return patch(c, a, undefined)
   }
   const kind = resolvedType(after)
   if (!before) {
     const c: Change = { ...base, change: 'added', kind, newMode: modeOf(after) }
-    if (kind === 'f') addText(c, Buffer.alloc(0), readAll(to, after, chunks), p, opts)
+    let b: Bytes | undefined
+    if (kind === 'f') addText(c, Buffer.alloc(0), b = readAll(to, after, chunks))
     if (kind === 'l') c.newTarget = target(to, after)
-    return c
+    return patch(c, undefined, b)
   }
   const oldKind = resolvedType(before)
   if (oldKind !== kind) {
     const c: Change = { ...base, change: 'type', kind }
-    if (kind === 'f') addText(c, oldKind === 'f' ? readAll(from, before, chunks) : Buffer.alloc(0), readAll(to, after, chunks), p, opts)
-    return c
+    const a = oldKind === 'f' ? readAll(from, before, chunks) : undefined
+    const b = kind === 'f' ? readAll(to, after, chunks) : undefined
+    if (kind === 'f') addText(c, a ?? Buffer.alloc(0), b!)
+    return patch(c, a, b)
   }
   if (kind === 'l') {
     const a = target(from, before)
     const b = target(to, after)
-    if (a !== b) return { ...base, change: 'symlink', kind, oldTarget: a, newTarget: b }
+    if (a !== b) return patch({ ...base, change: 'symlink', kind, oldTarget: a, newTarget: b }, undefined, undefined)
     const ob = before.kind === 'upper' ? before.entry : before.stat
     const oa = after.kind === 'upper' ? after.entry : after.stat
     return ob.uid === oa.uid && ob.gid === oa.gid ? null : { ...base, change: 'owner', kind }
@@ -206,28 +248,25 @@ function describeOne (from: View, to: View, p: string, before: Resolved | null, 
     c.oldSize = lengthOf(a)
     c.newSize = lengthOf(b)
     if (!sameFile(from, before, a, to, after, b, chunks)) {
-      addText(c, a, b, p, opts)
-      return c
+      addText(c, a, b)
+      return patch(c, a, b)
     }
   }
-  if (c.oldMode !== c.newMode) return { ...c, change: 'mode' }
+  if (c.oldMode !== c.newMode) return patch({ ...c, change: 'mode' }, undefined, undefined)
   const ob = before.kind === 'upper' ? before.entry : before.stat
   const oa = after.kind === 'upper' ? after.entry : after.stat
   if (kind === 'd' || (ob.uid === oa.uid && ob.gid === oa.gid)) return null
   return { ...c, change: 'owner' }
 }
 
-function addText (c: Change, a: Bytes, b: Bytes, p: string, opts: { patches?: boolean }): void {
+function addText (c: Change, a: Bytes, b: Bytes): void {
   c.oldSize = lengthOf(a)
   c.newSize = lengthOf(b)
   if (!Buffer.isBuffer(a) || !Buffer.isBuffer(b) || !isText(a) || !isText(b)) {
     c.binary = true
     return
   }
-  const sa = a.toString('utf8')
-  const sb = b.toString('utf8')
-  Object.assign(c, countLines(sa, sb))
-  if (opts.patches) c.patch = createTwoFilesPatch('a' + p, 'b' + p, sa, sb, '', '', { context: 3 })
+  Object.assign(c, countLines(a.toString('utf8'), b.toString('utf8')))
 }
 
 export function totals (changes: Change[]): { insertions: number, deletions: number } {

@@ -7,6 +7,7 @@ import { chunkHex, realContent, type Sparse } from '../overlay/real.js'
 import { isZero, type ChunkStore } from '../store/chunks.js'
 import { CHUNK_SIZE, chunkCount, chunkLen, srcBytes, type FileEntry } from '../store/entries.js'
 import type { Content } from './planner.js'
+import { countBytes } from '../progress.js'
 
 export { realContent, type Sparse }
 
@@ -36,6 +37,7 @@ function entryContent (origin: Origin, chunks: ChunkStore, e: FileEntry, keep: C
   const buf = Buffer.alloc(CHUNK_SIZE)
   for (const idx of [...idxs].sort((a, b) => a - b)) {
     const len = chunkLen(size, idx)
+    countBytes(len)
     const piece = buf.subarray(0, len)
     const ref = e.chunks.get(idx)
     if (ref) {

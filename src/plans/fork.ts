@@ -15,6 +15,7 @@ import { checkNames } from './names.js'
 import { planViews } from './planner.js'
 import { expectOf, linkExpectations, viewOf, type PlanSummary } from './run.js'
 import { verifyPaths, type Expect } from './verifier.js'
+import { phase } from '../progress.js'
 
 export interface ForkResult {
   turn: number
@@ -65,11 +66,22 @@ export async function forkView (session: Session, turn: number, destArg: string)
     }
     checkNames(plan.ops, fd)
     for (const op of plan.ops) if (op.op === 'write' || op.op === 'anchor') delete op.content
-    const applied = applyOps(destOrigin, session.chunks, plan.ops, { planId: 'fork', readContent })
+    const bytes = plan.ops.reduce((n, op) => n + (op.op === 'write' ? op.size : 0), 0)
+    const writing = phase('writing', 'operations', plan.ops.length, bytes)
+    const applied = applyOps(destOrigin, session.chunks, plan.ops, { planId: 'fork', readContent, onOp: () => writing.item() })
+    writing.end()
+    // What each path must hold: the source's content hashed again, not what was just written.
+    const hashing = phase('hashing the source', 'paths', plan.ops.length, bytes)
     const expect = new Map<string, Expect>()
-    for (const op of plan.ops) expect.set(op.path, expectOf(session, target, op.path, new Map(), false))
+    for (const op of plan.ops) {
+      expect.set(op.path, expectOf(session, target, op.path, new Map(), false))
+      hashing.item()
+    }
+    hashing.end()
     linkExpectations(plan.ops, expect)
-    const result = verifyPaths(destOrigin, expect)
+    const verifying = phase('verifying', 'paths', expect.size, bytes)
+    const result = verifyPaths(destOrigin, expect, () => verifying.item())
+    verifying.end()
     removeAnchors(destOrigin, plan.ops, 'fork')
     if (result.mismatches.length) {
       const shown = result.mismatches.slice(0, 5).map(m => `${m.path.slice(1)} (${m.why})`).join(', ')

@@ -2,6 +2,7 @@
 // would change — answered with the same planner that the real run uses, so a dry run says
 // exactly what the rewind then does.
 import { CpfsError, isCpfsError } from '../errors.js'
+import { isWithin } from '../overlay/paths.js'
 import type { Session, TurnInfo } from '../session/session.js'
 import { describeChanges, totals, type Change } from './changes.js'
 import { planViews, touchedPaths } from './planner.js'
@@ -31,15 +32,25 @@ export function parseRange (session: Session, spec: string | undefined): { a: nu
   return { a, b }
 }
 
-/** What turns a..b changed: from the view at the start of a to the view at the end of b. */
-export async function diffTurns (session: Session, spec: string | undefined, opts: { patches?: boolean } = {}): Promise<{ a: number, b: number, changes: Change[] }> {
+/** Is path p one of `paths` or below one (no filter: everything)? */
+function selected (c: Change, paths: string[] | undefined): boolean {
+  if (!paths || paths.length === 0) return true
+  return paths.some(f => isWithin(c.path, f) || (c.from !== undefined && isWithin(c.from, f)))
+}
+
+/**
+ * What turns a..b changed: from the view at the start of a to the view at the end of b. With
+ * `paths` (workspace paths), only the changes at or below them.
+ */
+export async function diffTurns (session: Session, spec: string | undefined, opts: { patches?: boolean, paths?: string[] } = {}): Promise<{ a: number, b: number, changes: Change[] }> {
   await session.flushAll(false)
   const { a, b } = parseRange(session, spec)
   const stack = session.meta.stack
   const from = await viewOf(session, stack.slice(0, a - 1))
   const to = await viewOf(session, stack.slice(0, b))
   const touched = touchedPaths(await layersOf(session, stack.slice(a - 1, b)), [])
-  return { a, b, changes: describeChanges(from, to, touched, session.chunks, opts) }
+  const changes = describeChanges(from, to, touched, session.chunks, { patches: opts.patches })
+  return { a, b, changes: changes.filter(c => selected(c, opts.paths)) }
 }
 
 /** What `rewind spec` would change; never throws for a turn that does not exist. */
@@ -72,25 +83,33 @@ export async function previewRewind (session: Session, spec: string, mounted: bo
   return out
 }
 
-/** Lines added and removed by each turn of the stack (text files only). */
-export async function lineCounts (session: Session): Promise<Array<{ insertions: number, deletions: number }>> {
+/** What each turn of the stack changed, counted as `cpfs diff T` counts it (paths, text lines). */
+export async function turnChanges (session: Session): Promise<Change[][]> {
   await session.flushAll(false)
   const stack = session.meta.stack
-  const out = []
+  const out: Change[][] = []
   let from = await viewOf(session, [])
   for (let i = 0; i < stack.length; i++) {
     const to = await viewOf(session, stack.slice(0, i + 1))
     const layer = await layersOf(session, [stack[i]])
-    out.push(totals(describeChanges(from, to, touchedPaths(layer, []), session.chunks)))
+    out.push(describeChanges(from, to, touchedPaths(layer, []), session.chunks))
     from = to
   }
   return out
 }
 
-/** The log; with `lines`, each turn also carries the lines it added and removed. */
+/**
+ * The log; with `lines`, each turn's paths and +/- lines are those `cpfs diff T` shows (one
+ * count for both commands), else the paths its layer recorded (cheap: no file is read).
+ */
 export async function logWithLines (session: Session, lines: boolean): Promise<TurnInfo[]> {
   const turns = session.log()
   if (!lines) return turns
-  const counts = await lineCounts(session)
-  return turns.map((t, i) => ({ ...t, insertions: counts[i].insertions, deletions: counts[i].deletions }))
+  const all = await turnChanges(session)
+  return turns.map((t, i) => ({
+    ...t,
+    files: all[i].length,
+    changes: all[i].map(c => ({ path: c.path, change: c.change })),
+    ...totals(all[i])
+  }))
 }

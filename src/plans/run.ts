@@ -27,6 +27,8 @@ import { lstatReal, type RealState } from '../overlay/real.js'
 import { realContent, sameContent, viewContent, type Sparse } from './content.js'
 import { capture, captureOtherNames } from './capture.js'
 import { verifyPaths, type Expect } from './verifier.js'
+import { phase } from '../progress.js'
+import { chunkLen } from '../store/entries.js'
 
 export interface PlanSummary {
   ops: number
@@ -207,7 +209,10 @@ export async function runPlan (session: Session, expected: View, target: View, t
   checkNames(plan.ops, origin.dirFd)
 
   // 2. drift
+  const checking = phase('checking', 'paths', plan.ops.length)
   const drifted = findDrift(session, expected, plan.ops)
+  checking.set(plan.ops.length)
+  checking.end()
   if (drifted.length && !opts.force) {
     const shown = drifted.slice(0, 5).join(', ') + (drifted.length > 5 ? ` and ${drifted.length - 5} more` : '')
     throw new CpfsError('DRIFT', `the real directory changed outside cpfs: ${shown}`, 'inspect those paths, then run again with --force to replace them (their current content is kept in the store)')
@@ -217,12 +222,15 @@ export async function runPlan (session: Session, expected: View, target: View, t
 
   // 3 + 4. capture and journal, in one synced batch.
   const batch: BatchOp[] = []
+  const capturing = phase('keeping originals', 'paths', ops.length)
   for (const op of ops) {
     const real = lstatReal(origin, op.path)
     if (real.blockedBy) capture(session, real.blockedBy, false, batch)
     capture(session, op.path, op.op === 'remove' && op.type === 'd', batch)
+    capturing.item()
   }
   captureOtherNames(session, ops.map(op => op.path), ops.filter(op => op.op === 'remove' && op.type === 'd').map(op => op.path), batch)
+  capturing.end()
   const journal: Journal = { id: newPlanId(), ops, expect: [...expect], targetStack: opts.targetStack.slice() }
   if (opts.after) journal.after = opts.after
   if (opts.preOps) batch.push(...opts.preOps)
@@ -245,6 +253,8 @@ function materialise (session: Session, target: View, planned: PlanOp[]): { ops:
   const contents = new Map<string, Sparse>()
   const ops: PlanOp[] = []
   const anchorData = new Map<number, Sparse>()
+  const writes = planned.filter(op => op.op === 'write')
+  const preparing = phase('preparing', 'files', writes.length, writes.reduce((n, op) => n + (op.op === 'write' ? op.size : 0), 0))
   for (const op of planned) {
     if (op.op === 'anchor' && op.content) {
       op.data = viewContent(origin, session.chunks, op.content, op.size)
@@ -257,6 +267,7 @@ function materialise (session: Session, target: View, planned: PlanOp[]): { ops:
     }
     if (op.op === 'write') {
       op.data = viewContent(origin, session.chunks, op.content!, op.size)
+      preparing.item()
       delete op.content
       contents.set(op.path, op.data)
       if (op.ifDiffers) {
@@ -268,6 +279,7 @@ function materialise (session: Session, target: View, planned: PlanOp[]): { ops:
     }
     ops.push(op)
   }
+  preparing.end()
   const expect = new Map<string, Expect>()
   for (const op of ops) expect.set(op.path, { type: null })
   for (const p of expect.keys()) expect.set(p, expectOf(session, target, p, contents))
@@ -331,15 +343,16 @@ function failHook (): ((index: number) => void) | undefined {
   }
 }
 
-function progress (total: number, bytes: number): ((i: number) => void) | undefined {
-  if (!process.stderr.isTTY || process.env.CPFS_QUIET || (total < 1000 && bytes < 100 * 1024 * 1024)) return undefined
-  let last = 0
-  return (i: number) => {
-    const now = Date.now()
-    if (now - last < 100 && i + 1 < total) return
-    last = now
-    process.stderr.write(`\rcpfs: applying ${i + 1}/${total} operations${i + 1 === total ? '\n' : ''}`)
-  }
+/** The bytes a sparse content list holds (its non-zero chunks). */
+function sparseBytes (data: Sparse, size: number): number {
+  let n = 0
+  for (const [idx] of data) n += chunkLen(size, idx)
+  return n
+}
+
+/** The bytes a plan writes: the data chunks of its file writes. */
+function dataBytes (ops: PlanOp[]): number {
+  return ops.reduce((n, op) => n + (op.op === 'write' ? (op.data ? sparseBytes(op.data, op.size) : op.size) : 0), 0)
 }
 
 function testEditHook (origin: Session['origin']): ((index: number, op: PlanOp) => void) | undefined {
@@ -355,8 +368,7 @@ async function finish (session: Session, j: Journal, recovered: boolean, prints?
   const origin = session.origin
   if (recovered) cleanTemps(origin, j.ops, j.id)
   let applied
-  const bytes = j.ops.reduce((n, op) => n + (op.op === 'write' ? op.size : 0), 0)
-  const tick = progress(j.ops.length, bytes)
+  const applying = phase('applying', 'operations', j.ops.length, dataBytes(j.ops))
   const fail = failHook()
   const edit = recovered ? undefined : testEditHook(origin)
   try {
@@ -364,8 +376,9 @@ async function finish (session: Session, j: Journal, recovered: boolean, prints?
       planId: j.id,
       prints,
       beforeOp: (i, op) => { edit?.(i, op); fail?.(i) },
-      onOp: (i) => { tick?.(i); if (!recovered) crashHook(i) }
+      onOp: (i) => { applying.item(); if (!recovered) crashHook(i) }
     })
+    applying.end()
   } catch (err: any) {
     if (err instanceof CpfsError && err.code === 'UNSAFE_PATH') throw err
     const cause = String(err?.message ?? err).split('\n')[0]
@@ -378,7 +391,9 @@ async function finish (session: Session, j: Journal, recovered: boolean, prints?
   }
   const skipped = applied.skipped
   const expect = new Map(j.expect.filter(([p]) => !skipped.some(q => p === q || p.startsWith(q + '/'))))
-  const result = verifyPaths(origin, expect)
+  const verifying = phase('verifying', 'paths', expect.size, [...expect.values()].reduce((n, e) => n + (e.data ? sparseBytes(e.data, e.size!) : 0), 0))
+  const result = verifyPaths(origin, expect, () => verifying.item())
+  verifying.end()
   if (result.mismatches.length) {
     removeAnchors(origin, j.ops, j.id)
     await session.store.batch([{ type: 'del', key: JOURNAL_KEY }], true)

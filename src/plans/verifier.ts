@@ -31,12 +31,13 @@ export interface VerifyResult {
   mismatches: Array<{ path: string, why: string }>
 }
 
-export function verifyPaths (origin: Origin, expect: Map<string, Expect>): VerifyResult {
+export function verifyPaths (origin: Origin, expect: Map<string, Expect>, onPath?: () => void): VerifyResult {
   const mismatches: VerifyResult['mismatches'] = []
   for (const [p, want] of expect) {
     const st = lstatReal(origin, p)
     const why = compare(origin, p, st, want)
     if (why) mismatches.push({ path: p, why })
+    onPath?.()
   }
   return { verified: expect.size, mismatches }
 }

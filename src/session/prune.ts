@@ -12,6 +12,7 @@ import { collectGarbage, type GcResult } from '../store/gc.js'
 import { entryKey, turnKey, type BatchOp } from '../store/keys.js'
 import type { TurnRecord } from '../store/store.js'
 import type { Session } from './session.js'
+import { Phase, progressSink } from '../progress.js'
 
 export interface SquashResult {
   squashed: number
@@ -31,7 +32,11 @@ export async function squashOldest (session: Session, k: number): Promise<Squash
     }
   }
   const old = stack.slice(0, k)
-  for (const id of old) if (!session.layers.has(id)) session.layers.set(id, await session.store.loadLayer(id))
+  const merging = new Phase(progressSink(), 'merging turns', 'turns', k)
+  for (const id of old) {
+    if (!session.layers.has(id)) session.layers.set(id, await session.store.loadLayer(id))
+    merging.item()
+  }
   const merged: Map<string, Entry> = View.build(session.origin, old.map(id => session.layers.get(id)!)).entries
   const layer = meta.nextLayer++
   const first = session.store.turnRecord(old[0])
@@ -46,13 +51,13 @@ export async function squashOldest (session: Session, k: number): Promise<Squash
   await session.store.batch(ops, true)
   session.layers.set(layer, new Map(merged))
   for (const id of old) session.layers.delete(id)
+  merging.end()
   return { squashed: k, turns: meta.stack.length }
 }
 
 export interface PruneOptions {
   keepTurns?: number
   olderThanDays?: number
-  onProgress?: (msg: string) => void
 }
 
 export interface PruneResult extends SquashResult, GcResult {}
@@ -72,7 +77,6 @@ export async function prune (session: Session, opts: PruneOptions): Promise<Prun
     k = Math.max(k, n)
   }
   const sq = await squashOldest(session, k)
-  opts.onProgress?.(`squashed ${sq.squashed} turns; collecting garbage`)
-  const gc = await collectGarbage(session.store, opts.onProgress)
+  const gc = await collectGarbage(session.store)
   return { ...sq, ...gc }
 }

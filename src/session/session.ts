@@ -22,18 +22,42 @@ import { reserveBytes } from '../config.js'
 import { fingerprintOf, type Fingerprint } from '../store/fingerprints.js'
 import { lstatReal, realEntry } from '../overlay/real.js'
 import { parentOf } from '../overlay/paths.js'
+import { checkId, displayLine, neutralise } from './labels.js'
+
+/**
+ * Labels of a turn record. `prompt`: what the turn was opened for (the hook's prompt, exec's
+ * command, cpfs's own notes). `summary`: what the turn did, given when it was sealed (cpfs turn
+ * -m). Histories written before cpfs kept one `message`, given when the turn was opened (and
+ * cpfs's own notes still use it): it is read as the prompt.
+ */
+interface Labels {
+  prompt?: string
+  summary?: string
+}
+type LabelledRecord = TurnRecord & Labels
+
+/** What `cpfs turn` is told: a message for the turn it seals, a prompt and an id for the one it opens. */
+export interface TurnOptions {
+  message?: string
+  prompt?: string
+  id?: string
+}
 
 export interface TurnInfo {
   turn: number
   layer: number
   openedAt: number
   sealedAt: number | null
+  /** What the turn was opened for (a prompt, a command). */
+  prompt: string | null
+  /** What the turn did, given when it was sealed (cpfs turn -m). */
   message: string | null
   id: string | null
   files: number
   bytes: number
   head: boolean
-  changes: Array<{ path: string, change: 'added' | 'modified' | 'deleted' }>
+  /** The paths it changed: as `cpfs diff T` lists them when the log has lines, else as its layer recorded them. */
+  changes: Array<{ path: string, change: 'added' | 'modified' | 'deleted' | 'mode' | 'type' | 'symlink' | 'moved' | 'owner' }>
   /** Lines added and removed in text files (cpfs log; not computed for hooks). */
   insertions?: number
   deletions?: number
@@ -442,13 +466,14 @@ export class Session {
   // the two; the store batch follows on the same ordered chain.
 
   /** Records that seal the head turn and open a new, empty one (in memory now; ops to store). */
-  private sealHead (opts: { message?: string, id?: string } = {}): BatchOp[] {
+  private sealHead (opts: TurnOptions = {}): BatchOp[] {
     const now = Date.now()
-    const sealed = this.store.turnRecord(this.headLayer)
+    const sealed: LabelledRecord = this.store.turnRecord(this.headLayer)
     sealed.sealedAt = now
+    if (opts.message !== undefined) sealed.summary = neutralise(opts.message)
     const layer = this.meta.nextLayer++
-    const rec: TurnRecord = { layer, openedAt: now }
-    if (opts.message !== undefined) rec.message = opts.message
+    const rec: LabelledRecord = { layer, openedAt: now }
+    if (opts.prompt !== undefined) rec.prompt = neutralise(opts.prompt)
     if (opts.id !== undefined) rec.id = opts.id
     this.meta.stack.push(layer)
     this.layers.set(layer, new Map())
@@ -460,7 +485,18 @@ export class Session {
     ]
   }
 
-  async turn (opts: { message?: string, id?: string } = {}): Promise<number> {
+  /**
+   * Seal the head turn (`message` describes what it did) and open the next (`prompt` says what
+   * for, `id` names it). An id must be new: two turns with one id would make `rewind ID`
+   * ambiguous.
+   */
+  async turn (opts: TurnOptions = {}): Promise<number> {
+    if (opts.id !== undefined) {
+      const id = checkId(opts.id)
+      const at = this.turnsWithId(id)
+      if (at.length) throw new CpfsError('DUPLICATE_ID', `turn ${at[0]} already has the id "${id}"`, `give each turn its own id (cpfs rewind ${id} goes back to the start of turn ${at[0]})`)
+      opts = { ...opts, id }
+    }
     const flushed = this.flushAll(false)
     const ops = this.sealHead(opts)
     this.meta.redo = []
@@ -495,9 +531,11 @@ export class Session {
    */
   rewindChange (t: number): StackChange {
     const old = this.meta.stack.slice()
-    const target = this.store.turnRecord(old[t - 1])
+    const target: LabelledRecord = this.store.turnRecord(old[t - 1])
     const layer = this.meta.nextLayer++
-    const rec: TurnRecord = { layer, openedAt: Date.now(), rewound: t }
+    // The turn starts again: it keeps what it was opened for, not what it had done.
+    const rec: LabelledRecord = { layer, openedAt: Date.now(), rewound: t }
+    if (target.prompt !== undefined) rec.prompt = target.prompt
     if (target.message !== undefined) rec.message = target.message
     if (target.id !== undefined) rec.id = target.id
     return { stack: old.slice(0, t - 1).concat(layer), redo: [...this.meta.redo, old], records: [rec], newLayers: [layer] }
@@ -526,6 +564,13 @@ export class Session {
     await p
   }
 
+  /** The turns (numbers) of the stack that carry this id. */
+  private turnsWithId (id: string): number[] {
+    const out: number[] = []
+    this.meta.stack.forEach((layer, i) => { if (this.store.turnRecord(layer).id === id) out.push(i + 1) })
+    return out
+  }
+
   /** Turn number for a user-supplied TURN: a number in 1..head or an external id. */
   resolveTurn (spec: string | number): number {
     const s = String(spec).trim()
@@ -534,9 +579,9 @@ export class Session {
       if (n >= 1 && n <= this.head) return n
       throw new CpfsError('UNKNOWN_TURN', `turn ${s} does not exist (turns are 1..${this.head})`, 'see cpfs log')
     }
-    for (let i = this.meta.stack.length - 1; i >= 0; i--) {
-      if (this.store.turnRecord(this.meta.stack[i]).id === s) return i + 1
-    }
+    const named = this.turnsWithId(s)
+    if (named.length === 1) return named[0]
+    if (named.length > 1) throw new CpfsError('AMBIGUOUS_ID', `the id "${displayLine(s)}" names turns ${named.join(' and ')}`, 'use the turn number')
     if (s === '') throw new CpfsError('BAD_TURN', 'no turn given', 'pass a turn number or an external id from cpfs log')
     throw new CpfsError('UNKNOWN_TURN', `no turn has the number or id "${s}"`, 'see cpfs log for turn numbers and ids')
   }
@@ -596,7 +641,7 @@ export class Session {
     for (const id of this.meta.applied) if (!this.layers.has(id)) this.layers.set(id, await this.store.loadLayer(id))
     const old = this.meta.stack.slice()
     const layer = this.meta.nextLayer++
-    const rec: TurnRecord = { layer, openedAt: Date.now(), message: 'after discarding' }
+    const rec: LabelledRecord = { layer, openedAt: Date.now(), prompt: 'after discarding' }
     const change: StackChange = {
       stack: [...this.meta.applied, layer],
       redo: [...this.meta.redo, old],
@@ -667,9 +712,10 @@ export class Session {
     return { turn: t, view, touched, change, preOps }
   }
 
-  async labelTurn (turn: number, message: string): Promise<void> {
-    const rec = this.store.turnRecord(this.meta.stack[turn - 1])
-    rec.message = message
+  /** Say what a turn was opened for (fork: where the new history came from). */
+  async labelTurn (turn: number, prompt: string): Promise<void> {
+    const rec: LabelledRecord = this.store.turnRecord(this.meta.stack[turn - 1])
+    rec.prompt = neutralise(prompt)
     await this.store.batch([{ type: 'put', key: turnKey(rec.layer), value: encode(rec) }], true)
   }
 
@@ -678,7 +724,7 @@ export class Session {
   log (): TurnInfo[] {
     const out: TurnInfo[] = []
     this.meta.stack.forEach((layer, i) => {
-      const rec = this.store.turnRecord(layer)
+      const rec: LabelledRecord = this.store.turnRecord(layer)
       const entries: Map<string, Entry> = this.layers.get(layer) ?? new Map()
       let files = 0
       let bytes = 0
@@ -717,7 +763,8 @@ export class Session {
         layer,
         openedAt: rec.openedAt,
         sealedAt: rec.sealedAt ?? null,
-        message: rec.message ?? null,
+        prompt: rec.prompt ?? rec.message ?? null,
+        message: rec.summary ?? null,
         id: rec.id ?? null,
         files,
         bytes,

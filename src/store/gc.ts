@@ -6,6 +6,7 @@ import { decodeEntry } from './codec.js'
 import type { Entry } from './entries.js'
 import { JOURNAL_KEY, chunkKey, prefixEnd, turnKey, type BatchOp } from './keys.js'
 import type { Store } from './store.js'
+import { Phase, progressSink } from '../progress.js'
 
 export interface GcResult {
   layersDeleted: number
@@ -18,7 +19,7 @@ function addRefs (e: Entry, live: Set<string>): void {
   for (const c of e.chunks.values()) if (c) live.add(c.toString('hex'))
 }
 
-export async function collectGarbage (store: Store, onProgress?: (msg: string) => void): Promise<GcResult> {
+export async function collectGarbage (store: Store): Promise<GcResult> {
   if (store.getSync(JOURNAL_KEY)) throw new Error('a plan is in progress; finish it before collecting garbage')
   const meta = store.meta
   const liveLayers = new Set<number>([...meta.stack, ...meta.applied, ...meta.redo.flat(), ...(meta.discarded ?? []).flatMap(d => d.stack)])
@@ -30,8 +31,11 @@ export async function collectGarbage (store: Store, onProgress?: (msg: string) =
     ops = []
   }
   // One pass over entries: references of live layers, deletion of dead ones.
+  const sink = progressSink()
+  const reading = new Phase(sink, 'reading the history', 'entries')
   const deadLayers = new Set<number>()
   for await (const [key, value] of store.db.iterator({ gte: 'e', lt: prefixEnd('e') })) {
+    reading.item()
     const layer = Number(key.slice(1, 11))
     if (liveLayers.has(layer)) {
       addRefs(decodeEntry(value), live)
@@ -51,21 +55,24 @@ export async function collectGarbage (store: Store, onProgress?: (msg: string) =
   }
   layersDeleted = deadLayers.size
   await flush()
-  onProgress?.(`${live.size} chunks referenced`)
+  reading.end()
   let chunksDeleted = 0
   let bytesFreed = 0
+  // How far the scan is: chunk keys are SHA-256 hex, spread evenly over the key space.
+  const deleting = new Phase(sink, 'deleting unreferenced chunks', 'chunks')
   for await (const [key, value] of store.db.iterator({ gte: 'c', lt: prefixEnd('c') })) {
     if (live.has(key.slice(1))) continue
     ops.push({ type: 'del', key: chunkKey(key.slice(1)) })
     chunksDeleted++
     bytesFreed += value.length
-    if (ops.length >= 1000) {
-      await flush()
-      onProgress?.(`${chunksDeleted} chunks deleted`)
-    }
+    deleting.set(chunksDeleted, bytesFreed, parseInt(key.slice(1, 5), 16) / 0x10000)
+    if (ops.length >= 1000) await flush()
   }
   await flush()
+  deleting.end()
   // Give the space back now rather than at LevelDB's next compaction.
+  const compacting = new Phase(sink, 'compacting the store', 'steps')
   await store.db.compactRange('\u0000', '\uffff')
+  compacting.end()
   return { layersDeleted, chunksDeleted, bytesFreed }
 }

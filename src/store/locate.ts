@@ -53,6 +53,14 @@ export function workspaceDir (workspace: string): string {
 
 export function locate (dir: string, storeOverride?: string): Location {
   const { path: workspace, stale } = realWorkspace(dir)
+  return locateWorkspace(workspace, stale, storeOverride)
+}
+
+/**
+ * The location of `workspace`, a real path known already (from the mount table): no system
+ * call touches it, so a mount whose daemon is stopped cannot make this hang.
+ */
+export function locateWorkspace (workspace: string, stale = false, storeOverride?: string): Location {
   const home = cpfsHome()
   const id = workspaceId(workspace)
   // A sandboxed run (cpfs exec --sandbox) keeps its socket, log and store in a directory of

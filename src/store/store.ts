@@ -4,6 +4,7 @@
 import { ClassicLevel } from 'classic-level'
 import { mkdirSync, statSync } from 'node:fs'
 import { join } from 'node:path'
+import { reserveBytes } from '../config.js'
 import { CpfsError } from '../errors.js'
 import { decode, decodeEntry, encode, encodeEntry } from './codec.js'
 import type { Entry } from './entries.js'
@@ -52,12 +53,17 @@ export const FIRST_INO = 2 ** 52
 /**
  * LevelDB's memtable. With the default 4 MiB, a big write fills level 0 with small tables
  * faster than compaction merges them (chunk keys are hashes: every table overlaps every
- * other), and LevelDB stalls the writer: 256 MiB took 6.6 s to store, 1 GiB 24 s. With 64 MiB
- * the same took 1.8 s and 6.7 s (measured here with /tmp-style benches of 64 KiB chunk
- * batches; see docs/decisions.md). It costs memory only while writing: the memtable grows as
- * data arrives, up to twice this (one being written out).
+ * other), and LevelDB stalls the writer. `node bench/store.mjs` (256 MiB in 64 KiB chunks):
+ * 4 MiB 4.6 s, 16 MiB 2.3 s, 64 MiB 1.4 s. But bigger memtables need more free disk: while
+ * level 0 (4 tables) is merged into level 1 the disk holds both, a table write that fails for
+ * space stops every later LevelDB write until the store is reopened, and the chunks an `rm`
+ * frees after ENOSPC leave the disk only after such a merge. That transient is about
+ * 4 × memtable + 10 MiB (level 1), and must fit in the reserve cpfs keeps free (config.ts):
+ * 8 MiB with the default 64 MiB reserve, LevelDB's own 4 MiB below it.
  */
-const WRITE_BUFFER = 64 * 1024 * 1024
+export function writeBufferFor (reserve: number): number {
+  return reserve >= 64 * 1024 * 1024 ? 8 * 1024 * 1024 : 4 * 1024 * 1024
+}
 
 export class Store {
   readonly path: string
@@ -66,7 +72,7 @@ export class Store {
 
   private constructor (path: string) {
     this.path = path
-    this.db = new ClassicLevel<string, Buffer>(join(path, 'db'), { keyEncoding: 'utf8', valueEncoding: 'buffer', writeBufferSize: WRITE_BUFFER })
+    this.db = new ClassicLevel<string, Buffer>(join(path, 'db'), { keyEncoding: 'utf8', valueEncoding: 'buffer', writeBufferSize: writeBufferFor(reserveBytes()) })
   }
 
   /** Open (and with `create`, initialise) the store at `path`. */

@@ -1,0 +1,114 @@
+// Which workspace a path belongs to, as git finds the repository: from the path upwards, the
+// nearest cpfs mount, else the nearest directory with cpfs history. And the rule that
+// workspaces never nest: a workspace inside another (or containing one) would have two
+// histories for the same files, and a rewind of the outer one would rewrite the inner one
+// behind its back.
+import * as fs from 'node:fs'
+import { join, resolve } from 'node:path'
+import { CpfsError } from './errors.js'
+import { cpfsHome, workspaceDir } from './store/locate.js'
+
+function unescape (s: string): string {
+  return s.replace(/\\(\d{3})/g, (_, o) => String.fromCharCode(parseInt(o, 8)))
+}
+
+/** Mount points of cpfs mounts visible here (from /proc/self/mountinfo; no system call on them). */
+export function cpfsMounts (): string[] {
+  let text = ''
+  try {
+    text = fs.readFileSync('/proc/self/mountinfo', 'utf8')
+  } catch {
+    return []
+  }
+  const out: string[] = []
+  for (const line of text.split('\n')) {
+    const parts = line.split(' ')
+    const sep = parts.indexOf('-')
+    if (sep > 0 && parts[sep + 1] === 'fuse.cpfs') out.push(unescape(parts[4]))
+  }
+  return out
+}
+
+const within = (p: string, dir: string): boolean => p === dir || p.startsWith(dir === '/' ? '/' : dir + '/')
+
+/** The path made absolute and, when it can be, real (symlinks resolved). */
+function realish (p: string): string {
+  const abs = resolve(p)
+  try {
+    return fs.realpathSync(abs)
+  } catch {
+    return abs // a mount whose daemon died answers ENOTCONN: the mount table still tells
+  }
+}
+
+/** Does `dir` have cpfs history under CPFS_HOME (its record there)? */
+export function hasHistory (dir: string): boolean {
+  return fs.existsSync(join(workspaceDir(dir), 'workspace.json'))
+}
+
+/** The nearest cpfs mount at or above p (the longest mount point that contains it). */
+export function enclosingMount (p: string, mounts = cpfsMounts()): string | null {
+  let best: string | null = null
+  for (const m of mounts) if (within(p, m) && (best === null || m.length > best.length)) best = m
+  return best
+}
+
+/** The cpfs mount that holds `p` (resolved as the kernel sees it), or null. */
+export function mountHolding (p: string): string | null {
+  return enclosingMount(realish(p))
+}
+
+/**
+ * The workspace that holds `p` (default: the current directory): the nearest cpfs mount above
+ * it, else the nearest directory with history. `touch: false` looks at the mount table only
+ * (a hook must not touch a mount whose daemon may be stopped: the call would hang). Null when
+ * there is none.
+ */
+export function findWorkspaceOf (p: string = process.cwd(), opts: { touch?: boolean } = {}): string | null {
+  const touch = opts.touch !== false
+  const start = touch ? realish(p) : resolve(p)
+  const m = enclosingMount(start)
+  if (m !== null) return m
+  if (!touch) return null
+  for (let cur = start; ; cur = resolve(cur, '..')) {
+    if (hasHistory(cur)) return cur
+    if (cur === '/') return null
+  }
+}
+
+/** Workspaces with history under CPFS_HOME (from their records). */
+function registered (): string[] {
+  const home = cpfsHome()
+  let names: string[] = []
+  try {
+    names = fs.readdirSync(home)
+  } catch {
+    return []
+  }
+  const out: string[] = []
+  for (const name of names) {
+    try {
+      out.push(JSON.parse(fs.readFileSync(join(home, name, 'workspace.json'), 'utf8')).workspace)
+    } catch {}
+  }
+  return out
+}
+
+/**
+ * Refuse to make `workspace` (a real path) a workspace when it lies inside another one, or
+ * another lies inside it. One line names the other workspace and what to do instead.
+ */
+export function checkNotNested (workspace: string): void {
+  const mounts = cpfsMounts()
+  for (let cur = resolve(workspace, '..'); ; cur = resolve(cur, '..')) {
+    const mounted = mounts.includes(cur)
+    if (mounted || hasHistory(cur)) {
+      throw new CpfsError('NESTED', `${workspace} is inside the workspace ${cur}${mounted ? ', which is mounted' : ', which has cpfs history'}; workspaces do not nest`, `use ${cur} itself (cpfs commands work from any directory inside it)${mounted ? '' : `, or drop its history first: cpfs forget ${cur}`}`)
+    }
+    if (cur === '/') break
+  }
+  const inner = [...mounts, ...registered().filter(w => fs.existsSync(w))].find(w => w !== workspace && within(w, workspace))
+  if (inner) {
+    throw new CpfsError('NESTED', `${workspace} contains the workspace ${inner}; workspaces do not nest`, `mount ${inner} itself, or drop its history first (cpfs unmount ${inner}, then cpfs forget ${inner})`)
+  }
+}
