@@ -136,16 +136,21 @@ function rewriteFile (path: string, chunks: ChunkStore, op: { size: number, data
     }
     fs.ftruncateSync(fd, op.size)
     zero(at, op.size)
-    if (canChown) fs.fchownSync(fd, op.uid, op.gid)
-    fs.fchmodSync(fd, op.mode)
-    setXattrs(path, op.x)
-    const a = toSecNs(op.atime, op.atimeNs)
-    const m = toSecNs(op.mtime, op.mtimeNs)
-    native.futimens(fd, a.sec, a.nsec, m.sec, m.nsec)
+    setFileMeta(fd, path, op)
   } finally {
     fs.closeSync(fd)
   }
   return written
+}
+
+/** A written file's owner, mode, xattrs and times, in that order (chown clears set-ID bits, so chmod after it). */
+function setFileMeta (fd: number, path: string, op: { mode: number, atime: number, atimeNs: number, mtime: number, mtimeNs: number } & Attrs): void {
+  if (canChown) fs.fchownSync(fd, op.uid, op.gid)
+  fs.fchmodSync(fd, op.mode)
+  setXattrs(path, op.x)
+  const a = toSecNs(op.atime, op.atimeNs)
+  const m = toSecNs(op.mtime, op.mtimeNs)
+  native.futimens(fd, a.sec, a.nsec, m.sec, m.nsec)
 }
 
 /**
@@ -184,12 +189,7 @@ function writeNew (path: string, chunks: ChunkStore, op: { path: string, size: n
       b[0] ^= 0xff
       fs.writeSync(fd, b, 0, 1, 0)
     }
-    if (canChown) fs.fchownSync(fd, op.uid, op.gid) // before chmod: chown clears set-id bits
-    fs.fchmodSync(fd, op.mode)
-    setXattrs(path, op.x)
-    const a = toSecNs(op.atime, op.atimeNs)
-    const m = toSecNs(op.mtime, op.mtimeNs)
-    native.futimens(fd, a.sec, a.nsec, m.sec, m.nsec)
+    setFileMeta(fd, path, op)
   } finally {
     fs.closeSync(fd)
   }
