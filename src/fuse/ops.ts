@@ -194,6 +194,15 @@ export class FuseOps {
     this.onInit()
   }
 
+  /**
+   * How long the kernel may keep attributes. Not at all for set-ID files: a write by another
+   * user clears their bits in the overlay, and the kernel's copy must not show them until the
+   * invalidation (sent from a worker, after the reply) lands. Such files are rare.
+   */
+  private attrTtl (a: Attr): number {
+    return a.mode & 0o6000 ? 0 : this.ttl
+  }
+
   private batchForget (r: Request): void {
     const count = r.buf.readUInt32LE(r.body)
     let at = r.body + 8
@@ -204,7 +213,7 @@ export class FuseOps {
 
   private entry (c: Channel, r: Request, path: string, a: Attr): void {
     const node = this.nodes.remember(a.ino, path)
-    putEntry(c.out, OUT_HEADER, node.id, 0, this.ttl, this.ttl, wire(a))
+    putEntry(c.out, OUT_HEADER, node.id, 0, this.ttl, this.attrTtl(a), wire(a))
     c.send(r, ENTRY_OUT)
   }
 
@@ -212,7 +221,7 @@ export class FuseOps {
   private created (c: Channel, r: Request, path: string, a: Attr): void {
     c.after(r, this.session.durable(), () => {
       const node = this.nodes.remember(a.ino, path)
-      putEntry(c.out, OUT_HEADER, node.id, 0, this.ttl, this.ttl, wire(a))
+      putEntry(c.out, OUT_HEADER, node.id, 0, this.ttl, this.attrTtl(a), wire(a))
       return ENTRY_OUT
     })
   }
@@ -223,7 +232,7 @@ export class FuseOps {
   }
 
   private attr (c: Channel, r: Request, a: Attr): void {
-    putAttrOut(c.out, OUT_HEADER, this.ttl, wire(a))
+    putAttrOut(c.out, OUT_HEADER, this.attrTtl(a), wire(a))
     c.send(r, ATTR_OUT)
   }
 
@@ -293,7 +302,7 @@ export class FuseOps {
     // metadata change answer once stored.
     if (valid & ~(FATTR.SIZE | FATTR.FH | FATTR.LOCKOWNER) || !(valid & FATTR.FH)) {
       c.after(r, this.session.durable(), () => {
-        putAttrOut(c.out, OUT_HEADER, this.ttl, wire(a))
+        putAttrOut(c.out, OUT_HEADER, this.attrTtl(a), wire(a))
         return ATTR_OUT
       })
     } else {
@@ -421,7 +430,7 @@ export class FuseOps {
     const a = this.ov.fgetattr(fh, path)
     c.after(r, this.session.durable(), () => {
       const node = this.nodes.remember(a.ino, path)
-      putEntry(c.out, OUT_HEADER, node.id, 0, this.ttl, this.ttl, wire(a))
+      putEntry(c.out, OUT_HEADER, node.id, 0, this.ttl, this.attrTtl(a), wire(a))
       putOpenOut(c.out, OUT_HEADER + ENTRY_OUT, fh, this.openFlags(true), 0)
       return ENTRY_OUT + OPEN_OUT
     })
@@ -548,7 +557,7 @@ export class FuseOps {
         // '.' and '..' carry no entry (node id 0); every other entry counts as a lookup.
         if (a) {
           const node = this.nodes.remember(a.ino, join(dirPath, name))
-          putEntry(out, at, node.id, 0, this.ttl, this.ttl, wire(a))
+          putEntry(out, at, node.id, 0, this.ttl, this.attrTtl(a), wire(a))
         } else {
           putEntry(out, at, 0, 0, 0, 0, null)
         }
