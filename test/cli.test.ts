@@ -48,7 +48,7 @@ const TREE = [
   'echo gone > old.txt',
   'echo run > tool.sh',
   'mkdir -p src/deep && echo x > src/deep/x.txt && echo y > src/y.txt',
-  'head -c 3000 /dev/urandom > blob.bin',
+  "{ printf '\\0'; head -c 2999 /dev/urandom; } > blob.bin", // a NUL: binary for sure, as git decides
   'ln -s src link'
 ].join(' && ')
 const TEXT_WORK = "sed -i 's/$/x/' wide.txt && printf 'ONE\\ntwo\\nthree\\n\\n' > trailing.txt && printf 'no newline, changed' > nonl.txt && sed -i '25s/.*/twenty-five/' lines.txt && rm old.txt && echo new > src/new.txt && echo Y >> src/y.txt"

@@ -1,11 +1,13 @@
 // cpfs diff and cpfs rewind --dry-run: what a turn changed, and what a rewind would change,
 // in the exact JSON shape agent hosts expect; the dry run must match what the rewind does.
+// bin.dat starts with a NUL byte: random bytes alone have no NUL about 2% of the time (1000
+// bytes), and a file without one counts as text, as in git (a CI run failed that way).
 import t from 'tap'
 import * as fs from 'node:fs'
 import { join } from 'node:path'
 import { fuseAvailable, manifest, workspace } from './helpers.js'
 
-const TREE = `mkdir -p src big && printf 'a\\nb\\nc\\n' > src/x.txt && for i in 1 2 3; do echo $i > big/f$i; done && head -c 1000 /dev/urandom > bin.dat && echo gone > old.txt`
+const TREE = `mkdir -p src big && printf 'a\\nb\\nc\\n' > src/x.txt && for i in 1 2 3; do echo $i > big/f$i; done && { printf '\\0'; head -c 999 /dev/urandom; } > bin.dat && echo gone > old.txt`
 const WORK = `printf 'a\\nB\\nc\\nd\\n' > src/x.txt && mv big moved && echo new > moved/f4 && rm moved/f1 && chmod 600 bin.dat && ln -s src s && rm old.txt && printf X >> bin.dat`
 
 if (fuseAvailable(t)) {
