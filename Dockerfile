@@ -35,14 +35,15 @@ COPY tsconfig.json binding.gyp ./
 COPY scripts ./scripts
 COPY src ./src
 # What npm ci's scripts do (native-bindings.md); then what only building needs goes: the test
-# framework, the TypeScript compiler, node-gyp and the type definitions (package.json and the
+# framework, the TypeScript compiler, esbuild, node-gyp and the type definitions (package.json and the
 # lockfile stay as they are).
 RUN npm rebuild \
  && node scripts/build-native.mjs \
  && node node_modules/typescript/bin/tsc -p tsconfig.json \
+ && node scripts/bundle-cli.mjs \
  && npm prune --omit=dev --no-audit --no-fund \
- && npm uninstall --no-save --omit=dev --ignore-scripts --no-audit --no-fund typescript node-gyp @types/node \
- && chmod +x dist/cli/main.js scripts/ci-agent.sh
+ && npm uninstall --no-save --omit=dev --ignore-scripts --no-audit --no-fund typescript esbuild node-gyp @types/node \
+ && chmod +x dist/cli/cpfs.cjs scripts/ci-agent.sh
 
 # The final image: Node, cpfs and PACKAGES, no compilers.
 FROM ${BASE}
@@ -56,7 +57,7 @@ COPY --from=build /opt/cpfs/node_modules ./node_modules
 COPY --from=build /opt/cpfs/dist ./dist
 COPY --from=build /opt/cpfs/build/Release/cpfs_native.node ./build/Release/
 COPY --from=build /opt/cpfs/scripts ./scripts
-RUN ln -s /opt/cpfs/dist/cli/main.js /usr/local/bin/cpfs && cpfs --version
+RUN ln -s /opt/cpfs/dist/cli/cpfs.cjs /usr/local/bin/cpfs && cpfs --version
 ENV CPFS_HOME=/var/lib/cpfs
 VOLUME ["/workspace", "/artifacts"]
 WORKDIR /workspace

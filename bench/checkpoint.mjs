@@ -10,7 +10,7 @@ import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..')
-const CLI = join(ROOT, 'dist', 'cli', 'main.js')
+const CLI = join(ROOT, 'dist', 'cli', 'cpfs.cjs')
 const arg = (name, def) => { const i = process.argv.indexOf(name); return i > 0 ? Number(process.argv[i + 1]) : def }
 const FILES = arg('--files', 100000)
 const RUNS = arg('--runs', 5)

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
-const CLI = join(dirname(fileURLToPath(import.meta.url)), '..', 'dist', 'cli', 'main.js')
+const CLI = join(dirname(fileURLToPath(import.meta.url)), '..', 'dist', 'cli', 'cpfs.cjs')
 const base = fs.mkdtempSync(join(tmpdir(), 'cpfs-bench-plans-'))
 const env = { ...process.env, CPFS_HOME: join(base, 'home') }
 const sh = (cmd, cwd = base) => {

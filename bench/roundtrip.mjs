@@ -14,7 +14,7 @@ import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..')
-const CLI = join(ROOT, 'dist', 'cli', 'main.js')
+const CLI = join(ROOT, 'dist', 'cli', 'cpfs.cjs')
 const argv = process.argv.slice(2)
 const N = Number(argv[argv.indexOf('--n') + 1] || 50000)
 const base = fs.mkdtempSync(join(tmpdir(), 'cpfs-rt-'))

@@ -12,7 +12,7 @@ import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..')
-const CLI = join(ROOT, 'dist', 'cli', 'main.js')
+const CLI = join(ROOT, 'dist', 'cli', 'cpfs.cjs')
 const argv = process.argv.slice(2)
 const opt = (name, def) => { const i = argv.indexOf(name); return i >= 0 ? argv[i + 1] : def }
 const RUNS = Number(opt('--runs', 3))

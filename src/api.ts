@@ -5,7 +5,7 @@ import { spawn } from 'node:child_process'
 import * as fs from 'node:fs'
 import { basename, dirname, join, resolve as resolvePath } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { CpfsError } from './errors.js'
+import { CpfsError, isCpfsError } from './errors.js'
 import { call, ping } from './control/client.js'
 import { statusFromDaemon, workspacePaths } from './control/mounted.js'
 import type { ReadyInfo } from './daemon/daemon.js'
@@ -86,7 +86,7 @@ async function openSession (loc: Location, create: boolean, dirFd: number): Prom
   try {
     return await Session.open({ storePath: loc.store, workspace: loc.workspace, dirFd, create })
   } catch (err) {
-    if (!(err instanceof CpfsError) || err.code !== 'STORE_LOCKED' || !await stopStaleDaemon(loc)) throw err
+    if (!isCpfsError(err) || err.code !== 'STORE_LOCKED' || !await stopStaleDaemon(loc)) throw err
     return await Session.open({ storePath: loc.store, workspace: loc.workspace, dirFd, create })
   }
 }

@@ -7,6 +7,14 @@ export type FsCode =
   | 'EACCES' | 'ENOSPC' | 'EIO' | 'EBADF' | 'ESTALE' | 'ENAMETOOLONG' | 'EXDEV' | 'EROFS'
   | 'EFBIG' | 'ENODATA' | 'ERANGE' | 'ENOTSUP' | 'E2BIG' | 'ENXIO' | 'EMLINK' | 'EOVERFLOW'
 
+/**
+ * The mark of a CpfsError, shared by every copy of this module in a process: the `cpfs`
+ * command is one bundled file (scripts/bundle-cli.mjs) that loads the library as ES modules
+ * when it needs it, so a CLI process holds two CpfsError classes and `instanceof` would miss
+ * the library's errors.
+ */
+const MARK = Symbol.for('cpfs.error')
+
 export class CpfsError extends Error {
   readonly code: string
   readonly hint: string | undefined
@@ -16,6 +24,10 @@ export class CpfsError extends Error {
     this.name = 'CpfsError'
     this.code = code
     this.hint = hint
+  }
+
+  get [MARK] (): true {
+    return true
   }
 
   /** The one-line form the CLI prints. */
@@ -47,6 +59,7 @@ export function fsError (code: FsCode, path: string, detail?: string): FsError {
   }
 }
 
+/** Is e a CpfsError (of any copy of this module)? Use this, never `instanceof CpfsError`. */
 export function isCpfsError (e: unknown): e is CpfsError {
-  return e instanceof CpfsError
+  return e instanceof CpfsError || (typeof e === 'object' && e !== null && (e as any)[MARK] === true)
 }

@@ -12,10 +12,10 @@
 // timeouts): a call into a mount whose daemon is stopped would hang in the kernel.
 import { resolve } from 'node:path'
 import { call } from './control/client.js'
+import { locateMounted } from './control/mounted.js'
 import { isCpfsError } from './errors.js'
 import { checkId, displayLine } from './session/labels.js'
 import type { TurnInfo } from './session/session.js'
-import { locateWorkspace } from './store/locate.js'
 import { findWorkspaceOf } from './workspaces.js'
 
 export interface PromptHookInput {
@@ -133,7 +133,7 @@ async function run (opts: HookOptions, say: (s: string) => void): Promise<string
     say(`cpfs hook: ${displayLine(opts.dir ?? cwd)} is not in a mounted cpfs workspace; no checkpoint taken`)
     return null
   }
-  const loc = locateWorkspace(workspace)
+  const loc = locateMounted(workspace)
   const turns = await call(loc.socket, { cmd: 'log', args: { lines: false } }, { timeoutMs: CALL_TIMEOUT_MS }) as TurnInfo[]
   const label = turnLabel(i, turns)
   const head = turns.at(-1)

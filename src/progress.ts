@@ -26,7 +26,10 @@ export interface ProgressEvent {
 
 export type ProgressSink = (e: ProgressEvent) => void
 
-const scope = new AsyncLocalStorage<ProgressSink>()
+// One scope per process, whichever copy of this module asks: the `cpfs` command is a bundle
+// that sets the listener, and the library it loads (as ES modules) reads it.
+const SCOPE = Symbol.for('cpfs.progress.scope')
+const scope: AsyncLocalStorage<ProgressSink> = (globalThis as any)[SCOPE] ??= new AsyncLocalStorage<ProgressSink>()
 
 /** Run fn with progress going to sink (undefined: nowhere). */
 export function withProgress<T> (sink: ProgressSink | undefined, fn: () => Promise<T>): Promise<T> {

@@ -3,7 +3,7 @@
 // workspaces never nest: a workspace inside another (or containing one) would have two
 // histories for the same files, and a rewind of the outer one would rewrite the inner one
 // behind its back.
-import * as fs from 'node:fs'
+import { existsSync, readFileSync, readdirSync, realpathSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { CpfsError } from './errors.js'
 import { cpfsHome, workspaceDir } from './store/locate.js'
@@ -12,21 +12,48 @@ function unescape (s: string): string {
   return s.replace(/\\(\d{3})/g, (_, o) => String.fromCharCode(parseInt(o, 8)))
 }
 
-/** Mount points of cpfs mounts visible here (from /proc/self/mountinfo; no system call on them). */
-export function cpfsMounts (): string[] {
+/** A cpfs mount in the mount table: where it is, and its source (see mountSource). */
+export interface MountEntry {
+  point: string
+  source: string
+}
+
+/** The cpfs mounts visible here (from /proc/self/mountinfo; no system call on them). */
+export function cpfsMountTable (): MountEntry[] {
   let text = ''
   try {
-    text = fs.readFileSync('/proc/self/mountinfo', 'utf8')
+    text = readFileSync('/proc/self/mountinfo', 'utf8')
   } catch {
     return []
   }
-  const out: string[] = []
+  const out: MountEntry[] = []
   for (const line of text.split('\n')) {
     const parts = line.split(' ')
     const sep = parts.indexOf('-')
-    if (sep > 0 && parts[sep + 1] === 'fuse.cpfs') out.push(unescape(parts[4]))
+    if (sep > 0 && parts[sep + 1] === 'fuse.cpfs') out.push({ point: unescape(parts[4]), source: unescape(parts[sep + 2] ?? '') })
   }
   return out
+}
+
+/** Mount points of cpfs mounts visible here. */
+export function cpfsMounts (): string[] {
+  return cpfsMountTable().map(m => m.point)
+}
+
+/**
+ * The source a workspace is mounted with: "cpfs:" and its per-workspace directory (socket,
+ * log, store), so that a command finds the daemon from the mount table alone, whatever
+ * CPFS_HOME it runs with, and without hashing the path (node:crypto is 5% of a command's
+ * start). A directory whose name a mount option cannot carry gives plain "cpfs", and the
+ * directory is then found from the path, as before.
+ */
+export function mountSource (stateDir: string): string {
+  return /^\/[A-Za-z0-9._/+@-]*$/.test(stateDir) && stateDir.length <= 1024 ? `cpfs:${stateDir}` : 'cpfs'
+}
+
+/** The per-workspace directory a mount's source names, or undefined (see mountSource). */
+export function stateDirOf (m: MountEntry): string | undefined {
+  return m.source.startsWith('cpfs:/') ? m.source.slice(5) : undefined
 }
 
 const within = (p: string, dir: string): boolean => p === dir || p.startsWith(dir === '/' ? '/' : dir + '/')
@@ -35,7 +62,7 @@ const within = (p: string, dir: string): boolean => p === dir || p.startsWith(di
 function realish (p: string): string {
   const abs = resolve(p)
   try {
-    return fs.realpathSync(abs)
+    return realpathSync(abs)
   } catch {
     return abs // a mount whose daemon died answers ENOTCONN: the mount table still tells
   }
@@ -43,19 +70,29 @@ function realish (p: string): string {
 
 /** Does `dir` have cpfs history under CPFS_HOME (its record there)? */
 export function hasHistory (dir: string): boolean {
-  return fs.existsSync(join(workspaceDir(dir), 'workspace.json'))
+  return existsSync(join(workspaceDir(dir), 'workspace.json'))
 }
 
-/** The nearest cpfs mount at or above p (the longest mount point that contains it). */
-export function enclosingMount (p: string, mounts = cpfsMounts()): string | null {
-  let best: string | null = null
-  for (const m of mounts) if (within(p, m) && (best === null || m.length > best.length)) best = m
+/**
+ * The nearest cpfs mount at or above p (the longest mount point that contains it; of two at
+ * the same point, the later one in the table, which is the one on top).
+ */
+function enclosingMount (p: string, mounts = cpfsMountTable()): MountEntry | null {
+  let best: MountEntry | null = null
+  for (const m of mounts) if (within(p, m.point) && (best === null || m.point.length >= best.point.length)) best = m
   return best
 }
 
 /** The cpfs mount that holds `p` (resolved as the kernel sees it), or null. */
-export function mountHolding (p: string): string | null {
+export function mountHolding (p: string): MountEntry | null {
   return enclosingMount(realish(p))
+}
+
+/** The cpfs mount whose mount point is exactly `point`, or null. */
+export function mountAt (point: string): MountEntry | null {
+  let found: MountEntry | null = null
+  for (const m of cpfsMountTable()) if (m.point === point) found = m // the last: the one on top
+  return found
 }
 
 /**
@@ -68,7 +105,7 @@ export function findWorkspaceOf (p: string = process.cwd(), opts: { touch?: bool
   const touch = opts.touch !== false
   const start = touch ? realish(p) : resolve(p)
   const m = enclosingMount(start)
-  if (m !== null) return m
+  if (m !== null) return m.point
   if (!touch) return null
   for (let cur = start; ; cur = resolve(cur, '..')) {
     if (hasHistory(cur)) return cur
@@ -81,14 +118,14 @@ function registered (): string[] {
   const home = cpfsHome()
   let names: string[] = []
   try {
-    names = fs.readdirSync(home)
+    names = readdirSync(home)
   } catch {
     return []
   }
   const out: string[] = []
   for (const name of names) {
     try {
-      out.push(JSON.parse(fs.readFileSync(join(home, name, 'workspace.json'), 'utf8')).workspace)
+      out.push(JSON.parse(readFileSync(join(home, name, 'workspace.json'), 'utf8')).workspace)
     } catch {}
   }
   return out
@@ -107,7 +144,7 @@ export function checkNotNested (workspace: string): void {
     }
     if (cur === '/') break
   }
-  const inner = [...mounts, ...registered().filter(w => fs.existsSync(w))].find(w => w !== workspace && within(w, workspace))
+  const inner = [...mounts, ...registered().filter(w => existsSync(w))].find(w => w !== workspace && within(w, workspace))
   if (inner) {
     throw new CpfsError('NESTED', `${workspace} contains the workspace ${inner}; workspaces do not nest`, `mount ${inner} itself, or drop its history first (cpfs unmount ${inner}, then cpfs forget ${inner})`)
   }

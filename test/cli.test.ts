@@ -250,8 +250,10 @@ if (fuseAvailable(t)) {
     w.ok('unmount', w.ws)
   })
 
-  t.test('on a mounted workspace the per-message commands load only the control client', async t => {
-    // Which modules a command loads, from a resolve hook (its speed is measured in bench/cli-start.mjs).
+  t.test('on a mounted workspace the per-message commands load nothing but the cpfs command itself', async t => {
+    // Which files a command loads: CommonJS from require.cache at exit, ES modules from a
+    // resolve hook (its speed is measured in bench/cli-start.mjs). The command is one bundled
+    // file (scripts/bundle-cli.mjs); the library comes as ES modules only when needed.
     const w = workspace(t, 'echo 1 > f')
     const trace = join(w.ws, '..', 'trace.mjs')
     const hooks = join(w.ws, '..', 'trace-hooks.mjs')
@@ -261,22 +263,65 @@ if (fuseAvailable(t)) {
   return r
 }
 `)
-    fs.writeFileSync(trace, `import { register } from 'node:module'\nregister(${JSON.stringify('file://' + hooks)})\n`)
+    fs.writeFileSync(trace, `import { register, createRequire } from 'node:module'
+register(${JSON.stringify('file://' + hooks)})
+const require = createRequire(import.meta.url)
+process.on('exit', () => { for (const f of Object.keys(require.cache)) process.stderr.write('REQUIRE ' + f + '\\n') })
+`)
     const loaded = (args: string[], input?: string) => {
       const r = spawnSync(process.execPath, ['--import', trace, CLI, ...args], { cwd: w.ws, env: w.env, encoding: 'utf8', input })
-      t.equal(r.status, 0, `cpfs ${args.join(' ')}: ${r.stderr.split('\n').filter(l => !l.startsWith('IMPORT')).join(' ').trim()}`)
-      return [...new Set(r.stderr.split('\n').filter(l => l.startsWith('IMPORT ')).map(l => l.slice(7)))]
+      t.equal(r.status, 0, `cpfs ${args.join(' ')}: ${r.stderr.split('\n').filter(l => !/^(IMPORT|REQUIRE) /.test(l)).join(' ').trim()}`)
+      // cpfs's own files and packages only: tap's hooks in every child load modules of their own.
+      const lines = (kind: string) => [...new Set(r.stderr.split('\n').filter(l => l.startsWith(kind + ' ')).map(l => l.slice(kind.length + 1).replace(/^file:\/\//, '')).filter(f => ours.test(f)))]
+      return { imported: lines('IMPORT').filter(f => f !== CLI), required: lines('REQUIRE') }
     }
+    const root = join(CLI, '..', '..', '..')
+    const ours = new RegExp(`^${root}/(dist/|node_modules/(classic-level|msgpackr|@modelcontextprotocol|diff|zod|esbuild)/)`)
     w.ok('mount', w.ws)
-    const heavy = /\/dist\/(api|daemon|session\/session|plans|mcp|overlay\/(overlay|view|origin)|store\/store)|classic-level|@modelcontextprotocol|node_modules\/diff\//
+    w.run('echo 2 > f')
     const hook = JSON.stringify({ session_id: 's', cwd: w.ws, hook_event_name: 'UserPromptSubmit', prompt: 'hi' })
-    for (const [args, input] of [[['turn']], [['status']], [['log']], [['diff', '--stat']], [['rewind', '1']], [['hook', 'claude-code'], hook]] as Array<[string[], string?]>) {
-      const mods = loaded(args, input)
-      t.ok(mods.some(m => m.endsWith('/dist/cli/main.js')), `cpfs ${args[0]}: the trace works`)
-      t.same(mods.filter(m => heavy.test(m)), [], `cpfs ${args[0]} loads no library, store, planner, daemon or MCP module (${mods.length} modules)`)
+    for (const [args, input] of [[['turn']], [['status']], [['log']], [['diff', '--stat']], [['undo']], [['redo']], [['rewind', '1']], [['hook', 'claude-code'], hook]] as Array<[string[], string?]>) {
+      const { imported, required } = loaded(args, input)
+      t.same(required, [CLI], `cpfs ${args[0]}: the one file of the cpfs command, nothing else required`)
+      t.same(imported, [], `cpfs ${args[0]}: no ES module loaded (no library, store, planner, daemon or MCP module)`)
     }
     w.ok('unmount', w.ws)
-    t.ok(loaded(['log']).some(m => heavy.test(m)), 'not mounted, log does load the library (the check can fail)')
+    const offline = loaded(['log'])
+    t.ok(offline.imported.some(u => u.endsWith('/dist/api.js')), 'not mounted, log does load the library (the check can fail)')
+    t.ok(offline.imported.some(u => /classic-level/.test(u)), 'and LevelDB with it')
+  })
+
+  t.test('the mount table names the workspace\'s cpfs directory; a home no mount option can carry still works', async t => {
+    const source = (ws: string) => {
+      const line = fs.readFileSync('/proc/self/mountinfo', 'utf8').split('\n').find(l => l.split(' ')[4] === ws)
+      t.ok(line, `${ws} is in the mount table`)
+      const parts = line!.split(' ')
+      return parts[parts.indexOf('-') + 2]
+    }
+    const w = workspace(t, 'echo 1 > f')
+    w.ok('mount', w.ws)
+    const [dir] = fs.readdirSync(w.home).filter(n => n.startsWith('ws-'))
+    t.equal(source(w.ws), `cpfs:${join(w.home, dir)}`, 'the source is cpfs: and the directory with the socket, the log and the store')
+    w.run('echo 2 > f')
+    // The mount table is enough: a caller with another CPFS_HOME (an agent host's clean
+    // environment) reaches the same daemon.
+    const elsewhere = { ...w.env, CPFS_HOME: join(w.home, '..', 'other-home') }
+    const r = spawnSync(process.execPath, [CLI, 'turn', w.ws], { env: elsewhere, encoding: 'utf8' })
+    t.equal(r.status, 0, r.stderr)
+    t.equal(r.stdout, '2\n', 'turn 1 sealed, 2 opened, through the daemon the mount names')
+    t.equal(JSON.parse(w.ok('status', w.ws, '--json')).head, 2)
+    w.ok('unmount', w.ws)
+
+    const odd = join(w.home, '..', 'a home, with a comma')
+    fs.mkdirSync(odd)
+    const v = workspace(t, 'echo 1 > f', { env: { CPFS_HOME: odd } })
+    v.ok('mount', v.ws)
+    t.equal(source(v.ws), 'cpfs', 'a directory name a mount option cannot carry: plain cpfs')
+    v.run('echo 2 > f')
+    t.equal(v.ok('turn', v.ws), '2', 'and commands find the daemon from the path, as before')
+    t.match(v.ok('status', v.ws), /head +turn 2/)
+    v.ok('unmount', v.ws)
+    t.equal(v.run('cat f'), '2\n', 'applied')
   })
 
   t.test('typos, per-command help, status --all, completion for bash, zsh and fish', async t => {

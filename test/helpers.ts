@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url'
 import type { Test } from 'tap'
 
 export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..')
-export const CLI = join(ROOT, 'dist', 'cli', 'main.js')
+export const CLI = join(ROOT, 'dist', 'cli', 'cpfs.cjs')
 
 /**
  * FUSE is required. Outside CI a machine without /dev/fuse skips loudly; in CI (CI=true)

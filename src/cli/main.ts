@@ -19,12 +19,16 @@ import { HELP, usage } from './help.js'
 import { showingProgress } from './progress.js'
 import { endOutput, guardPipes, out, startPager } from './output.js'
 import { suggest } from './suggest.js'
+import { claudeCodeHook } from '../hook.js'
 
 guardPipes()
 
 // The library is loaded only when a command needs it: on a mounted workspace the commands an
-// agent host runs every message (turn, status, log, rewind, diff, undo, redo) only talk to the
-// daemon (control/mounted.ts), and node starting is most of their time.
+// agent host runs every message (turn, status, log, rewind, diff, undo, redo, the hook) only
+// talk to the daemon (control/mounted.ts), and node starting is most of their time. The rule
+// the bundle (scripts/bundle-cli.mjs) is built on: what this file imports statically is the
+// lean part, bundled into the `cpfs` command; everything imported with import() stays an ES
+// module of the library, loaded when needed.
 const lib = async () => await import('../api.js')
 
 /** The daemon's answer when DIR (or the current directory) is in a mounted workspace; else undefined. */
@@ -204,7 +208,6 @@ const commands: Record<string, Command> = {
     args: ['AGENT', 'DIR?'],
     run: async (pos, f) => {
       if (pos.AGENT !== 'claude-code') throw new CpfsError('USAGE', `no hook for "${displayLine(pos.AGENT)}"`, 'supported: claude-code')
-      const { claudeCodeHook } = await import('../hook.js')
       await claudeCodeHook({ dir: pos.DIR, context: Boolean(f.context) })
       return 0 // never block the user's prompt
     }

@@ -1,5 +1,5 @@
-import * as net from 'node:net'
-import { CpfsError } from '../errors.js'
+import { connect } from 'node:net'
+import { CpfsError, isCpfsError } from '../errors.js'
 import { progressSink } from '../progress.js'
 import type { Reply, Request } from './protocol.js'
 
@@ -10,6 +10,11 @@ export interface CallOptions {
    * large tree). The command may still complete in the daemon after the caller gave up.
    */
   timeoutMs?: number
+  /**
+   * Give up when the daemon has not acknowledged the request within this many milliseconds,
+   * then wait as long as the command takes: a live daemon acknowledges at once, even mid-rewind.
+   */
+  ackTimeoutMs?: number
 }
 
 /**
@@ -20,18 +25,21 @@ export interface CallOptions {
 export function call (socketPath: string, req: Request, opts: CallOptions = {}): Promise<unknown> {
   const sink = progressSink()
   if (sink) req = { ...req, progress: true }
+  if (opts.ackTimeoutMs !== undefined) req = { ...req, ack: true }
   return new Promise((resolve, reject) => {
-    const conn = net.connect(socketPath)
+    const conn = connect(socketPath)
     let buf = ''
+    let reply: string | undefined
     let done = false
-    const timer = opts.timeoutMs === undefined
+    const limit = opts.timeoutMs ?? opts.ackTimeoutMs
+    const timer = limit === undefined
       ? null
       : setTimeout(() => {
         if (done) return
         done = true
         conn.destroy()
-        reject(new CpfsError('DAEMON_TIMEOUT', `the cpfs daemon did not answer "${req.cmd}" within ${(opts.timeoutMs! / 1000).toFixed(1)} s`, 'is it stopped or overloaded? see cpfs status and the daemon log'))
-      }, opts.timeoutMs)
+        reject(new CpfsError('DAEMON_TIMEOUT', `the cpfs daemon did not answer "${req.cmd}" within ${(limit / 1000).toFixed(1)} s`, 'is it stopped or overloaded? see cpfs status and the daemon log'))
+      }, limit)
     const finish = (): boolean => {
       if (done) return false
       done = true
@@ -42,20 +50,26 @@ export function call (socketPath: string, req: Request, opts: CallOptions = {}):
     conn.on('connect', () => conn.write(JSON.stringify(req) + '\n'))
     conn.on('data', (d) => {
       buf += d
-      if (!sink) return
-      // Every complete line but the reply is a progress line.
+      // Whole lines: an acknowledgement, progress lines, then the reply. Any line shows that
+      // the daemon is alive (an older daemon sends no acknowledgement).
       let nl
       while ((nl = buf.indexOf('\n')) >= 0) {
         const line = buf.slice(0, nl)
+        buf = buf.slice(nl + 1)
+        if (timer && opts.timeoutMs === undefined) clearTimeout(timer)
         let msg: any
         try {
           msg = JSON.parse(line)
         } catch {
-          return // not a whole JSON line: the reply, parsed at the end
+          reply = line // reported as a broken reply at the end
+          continue
         }
-        if (!msg || typeof msg !== 'object' || !('progress' in msg)) return
-        buf = buf.slice(nl + 1)
-        sink(msg.progress)
+        if (msg && typeof msg === 'object' && 'ack' in msg) continue
+        if (msg && typeof msg === 'object' && 'progress' in msg) {
+          sink?.(msg.progress)
+          continue
+        }
+        reply = line
       }
     })
     conn.on('error', (err: any) => {
@@ -67,7 +81,7 @@ export function call (socketPath: string, req: Request, opts: CallOptions = {}):
       if (!finish()) return
       let r: Reply
       try {
-        r = JSON.parse(buf)
+        r = JSON.parse(reply ?? buf)
       } catch {
         reject(new CpfsError('DAEMON_DIED', 'the cpfs daemon closed the connection without answering', 'see the daemon log; cpfs mount recovers a crashed session'))
         return
@@ -90,7 +104,7 @@ export async function ping (socketPath: string, opts: CallOptions = { timeoutMs:
     await call(socketPath, { cmd: 'ping' }, opts)
     return true
   } catch (err) {
-    if (err instanceof CpfsError && err.code === 'DAEMON_TIMEOUT') throw err
+    if (isCpfsError(err) && err.code === 'DAEMON_TIMEOUT') throw err
     return false
   }
 }

@@ -4,17 +4,27 @@
 // SDK) only when the workspace is not mounted. Nothing here may import more than the control
 // client, the locator and the mount table: that is what keeps `cpfs turn` as fast as node starts.
 import { isAbsolute, relative, resolve } from 'node:path'
-import { call, ping } from './client.js'
-import { CpfsError } from '../errors.js'
+import { call, PING_TIMEOUT_MS } from './client.js'
+import { CpfsError, isCpfsError } from '../errors.js'
 import type { StatusInfo } from '../api.js'
 import { normaliseUserPath } from '../overlay/paths.js'
 import { dirBytes, locateWorkspace, type Location } from '../store/locate.js'
-import { mountHolding } from '../workspaces.js'
+import { mountAt, mountHolding, stateDirOf, type MountEntry } from '../workspaces.js'
+
+function locateMount (m: MountEntry, store?: string): Location {
+  return locateWorkspace(m.point, false, store, stateDirOf(m))
+}
 
 /** The location of the mounted workspace that holds `dir` (default: the current directory), or null when none does. */
 export function mountedLocation (dir: string | undefined, store?: string): Location | null {
   const m = mountHolding(dir ?? process.cwd())
-  return m === null ? null : locateWorkspace(m, false, store)
+  return m === null ? null : locateMount(m, store)
+}
+
+/** The location of the workspace mounted at `point` (a real path from the mount table). */
+export function locateMounted (point: string): Location {
+  const m = mountAt(point)
+  return m === null ? locateWorkspace(point) : locateMount(m)
 }
 
 /**
@@ -23,13 +33,14 @@ export function mountedLocation (dir: string | undefined, store?: string): Locat
  * listens but does not answer a ping.
  */
 export async function askDaemon<T> (loc: Location | null, cmd: string, args?: Record<string, unknown>): Promise<T | undefined> {
-  // As the library does: a ping with a timeout first (a stopped daemon accepts the connection
-  // and never answers; the command itself may rightly take long, a rewind of a big tree).
-  if (loc === null || !await ping(loc.socket)) return undefined
+  if (loc === null) return undefined
   try {
-    return await call(loc.socket, args === undefined ? { cmd } : { cmd, args }) as T
+    // A stopped daemon accepts the connection and never answers, and the command itself may
+    // rightly take long (a rewind of a big tree): the daemon acknowledges the request at once,
+    // and only that is timed. One connection, where a ping first would take two.
+    return await call(loc.socket, args === undefined ? { cmd } : { cmd, args }, { ackTimeoutMs: PING_TIMEOUT_MS }) as T
   } catch (err) {
-    if (err instanceof CpfsError && err.code === 'NOT_RUNNING') return undefined
+    if (isCpfsError(err) && err.code === 'NOT_RUNNING') return undefined
     throw err
   }
 }

@@ -26,6 +26,7 @@ export async function serve (socketPath: string, handler: Handler): Promise<net.
         conn.end(JSON.stringify({ ok: false, code: 'BAD_REQUEST', message: 'malformed request' }) + '\n')
         return
       }
+      if (req.ack && !conn.destroyed) conn.write('{"ack":true}\n')
       // Progress lines go out as the work runs (the work is mostly synchronous: the socket
       // write is tried at once, and the client reads them as they come).
       const sink: ProgressSink | undefined = req.progress

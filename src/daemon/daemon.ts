@@ -25,6 +25,7 @@ import { diffTurns, logWithLines, previewRewind } from '../plans/preview.js'
 import { forkView } from '../plans/fork.js'
 import { Session } from '../session/session.js'
 import { isMounted, type Location } from '../store/locate.js'
+import { mountSource } from '../workspaces.js'
 
 export interface DaemonOptions {
   loc: Location
@@ -68,7 +69,7 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
   }
   let fd: number
   try {
-    fd = mountFuse(loc.workspace, { allowOther: opts.allowOther })
+    fd = mountFuse(loc.workspace, { allowOther: opts.allowOther, source: mountSource(loc.dir) })
   } catch (err) {
     await session.close()
     throw err

@@ -14,6 +14,8 @@ import { native, loadNative } from '../native/index.js'
 
 export interface MountOptions {
   allowOther?: boolean
+  /** What the mount table shows as the mount's source (default "cpfs"). */
+  source?: string
 }
 
 const MS_NOSUID = 2
@@ -45,7 +47,7 @@ export function mountFuse (dir: string, opts: MountOptions): number {
   checkFuse()
   if (process.getuid?.() !== 0) {
     try {
-      const fd = native.fusermountOpen(dir, `${optionString(null, opts)},nosuid,nodev,fsname=cpfs,subtype=cpfs`)
+      const fd = native.fusermountOpen(dir, `${optionString(null, opts)},nosuid,nodev,fsname=${opts.source ?? 'cpfs'},subtype=cpfs`)
       native.setNonBlocking(fd, true)
       return fd
     } catch (err: any) {
@@ -54,7 +56,7 @@ export function mountFuse (dir: string, opts: MountOptions): number {
   }
   const fd = fs.openSync('/dev/fuse', fs.constants.O_RDWR | fs.constants.O_NONBLOCK)
   try {
-    native.fuseMount(fd, dir, 'cpfs', 'fuse.cpfs', MS_NOSUID | MS_NODEV, optionString(fd, opts))
+    native.fuseMount(fd, dir, opts.source ?? 'cpfs', 'fuse.cpfs', MS_NOSUID | MS_NODEV, optionString(fd, opts))
   } catch (err: any) {
     fs.closeSync(fd)
     if (err.code === 'EBUSY') throw new CpfsError('ALREADY_MOUNTED', `${dir} is already a mount point`, `run cpfs unmount ${dir} first`)

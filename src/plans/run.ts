@@ -11,7 +11,7 @@
 //   7. commit    one synced batch records the new applied stack and retires the journal.
 // A crash anywhere between 4 and 7 is finished by `recover` on the next command.
 import * as fs from 'node:fs'
-import { CpfsError } from '../errors.js'
+import { CpfsError, isCpfsError } from '../errors.js'
 import { View, resolvedType, type Resolved } from '../overlay/view.js'
 import { isSafePath, isWithin, join } from '../overlay/paths.js'
 import type { Origin } from '../overlay/origin.js'
@@ -380,7 +380,7 @@ async function finish (session: Session, j: Journal, recovered: boolean, prints?
     })
     applying.end()
   } catch (err: any) {
-    if (err instanceof CpfsError && err.code === 'UNSAFE_PATH') throw err
+    if (isCpfsError(err) && err.code === 'UNSAFE_PATH') throw err
     const cause = String(err?.message ?? err).split('\n')[0]
     try {
       await rollBack(session, j)

@@ -4,8 +4,7 @@
 // is then recorded in workspace.json), the daemon's log, pid file and control socket. The
 // store may never be inside the workspace: LevelDB opens files by path, and a path inside
 // the mount would make the daemon call into itself.
-import { createHash } from 'node:crypto'
-import * as fs from 'node:fs'
+import { type Stats, chmodSync, existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, realpathSync, renameSync, statSync, writeFileSync } from 'node:fs'
 import { homedir, tmpdir } from 'node:os'
 import { basename, join, resolve } from 'node:path'
 import { CpfsError } from '../errors.js'
@@ -28,21 +27,24 @@ export function cpfsHome (): string {
 }
 
 export function workspaceId (workspace: string): string {
+  // Loaded here, not at the top: node:crypto costs ~5 ms, and the commands an agent host runs
+  // every message find a mounted workspace's directory in the mount table, with no hash.
+  const { createHash } = process.getBuiltinModule('node:crypto')
   return createHash('sha256').update(workspace).digest('hex').slice(0, 12)
 }
 
 function realWorkspace (dir: string): { path: string, stale: boolean } {
   const abs = resolve(dir)
-  let st: fs.Stats
+  let st: Stats
   try {
-    st = fs.statSync(abs)
+    st = statSync(abs)
   } catch (err: any) {
     if (err.code === 'ENOTCONN') return { path: abs, stale: true }
     if (err.code === 'ENOENT') throw new CpfsError('NO_DIR', `${abs} does not exist`, 'pass an existing directory')
     throw new CpfsError('BAD_DIR', `cannot use ${abs}: ${err.code}`, 'pass a directory you can read')
   }
   if (!st.isDirectory()) throw new CpfsError('NOT_DIR', `${abs} is not a directory`, 'pass a directory')
-  return { path: fs.realpathSync(abs), stale: false }
+  return { path: realpathSync(abs), stale: false }
 }
 
 /** The per-workspace directory under CPFS_HOME for the real path `workspace` (need not exist). */
@@ -58,23 +60,23 @@ export function locate (dir: string, storeOverride?: string): Location {
 
 /**
  * The location of `workspace`, a real path known already (from the mount table): no system
- * call touches it, so a mount whose daemon is stopped cannot make this hang.
+ * call touches it, so a mount whose daemon is stopped cannot make this hang. `stateDir` is
+ * the per-workspace directory when the caller knows it already (a mount names it).
  */
-export function locateWorkspace (workspace: string, stale = false, storeOverride?: string): Location {
+export function locateWorkspace (workspace: string, stale = false, storeOverride?: string, stateDir?: string): Location {
   const home = cpfsHome()
-  const id = workspaceId(workspace)
   // A sandboxed run (cpfs exec --sandbox) keeps its socket, log and store in a directory of
   // its own, so that several sandboxes can mount the same workspace at once.
-  const wdir = process.env.CPFS_STATE_DIR ? resolve(process.env.CPFS_STATE_DIR) : workspaceDir(workspace)
+  const wdir = stateDir ?? (process.env.CPFS_STATE_DIR ? resolve(process.env.CPFS_STATE_DIR) : workspaceDir(workspace))
   let store = storeOverride ? resolve(storeOverride) : undefined
   if (!store) {
     try {
-      store = JSON.parse(fs.readFileSync(join(wdir, 'workspace.json'), 'utf8')).store
+      store = JSON.parse(readFileSync(join(wdir, 'workspace.json'), 'utf8')).store
     } catch {}
   }
   store ??= join(wdir, 'store')
   let socket = join(wdir, 'control.sock')
-  if (Buffer.byteLength(socket) > 100) socket = join(tmpdir(), `cpfs-${process.getuid?.() ?? 0}-${id}.sock`)
+  if (Buffer.byteLength(socket) > 100) socket = join(tmpdir(), `cpfs-${process.getuid?.() ?? 0}-${workspaceId(workspace)}.sock`)
   return { workspace, home, dir: wdir, store, socket, stale }
 }
 
@@ -87,19 +89,19 @@ export function checkStoreOutside (loc: Location): void {
 
 /** Record the workspace and its store path so that later commands find them. */
 export function register (loc: Location): void {
-  fs.mkdirSync(loc.dir, { recursive: true, mode: 0o700 })
-  fs.chmodSync(loc.dir, 0o700)
+  mkdirSync(loc.dir, { recursive: true, mode: 0o700 })
+  chmodSync(loc.dir, 0o700)
   const rec = { workspace: loc.workspace, store: loc.store }
   const file = join(loc.dir, 'workspace.json')
-  fs.writeFileSync(file + '.tmp', JSON.stringify(rec, null, 2) + '\n', { mode: 0o600 })
-  fs.renameSync(file + '.tmp', file)
+  writeFileSync(file + '.tmp', JSON.stringify(rec, null, 2) + '\n', { mode: 0o600 })
+  renameSync(file + '.tmp', file)
 }
 
 /** Is there a cpfs FUSE mount at `dir` right now (from /proc/self/mountinfo)? */
 export function isMounted (dir: string): boolean {
   let text = ''
   try {
-    text = fs.readFileSync('/proc/self/mountinfo', 'utf8')
+    text = readFileSync('/proc/self/mountinfo', 'utf8')
   } catch {
     return false
   }
@@ -118,10 +120,10 @@ export function findWorkspace (p: string): string | null {
   let cur = resolve(p)
   for (;;) {
     try {
-      const st = fs.statSync(cur)
+      const st = statSync(cur)
       if (st.isDirectory()) {
         const loc = locate(cur)
-        if (fs.existsSync(join(loc.dir, 'workspace.json'))) return loc.workspace
+        if (existsSync(join(loc.dir, 'workspace.json'))) return loc.workspace
       }
     } catch {}
     const up = resolve(cur, '..')
@@ -132,7 +134,7 @@ export function findWorkspace (p: string): string | null {
 
 export function isRegistered (dir: string): boolean {
   try {
-    return fs.existsSync(join(locate(dir).dir, 'workspace.json'))
+    return existsSync(join(locate(dir).dir, 'workspace.json'))
   } catch {
     return false
   }
@@ -142,8 +144,8 @@ export function isRegistered (dir: string): boolean {
 export function dirBytes (p: string): number {
   let total = 0
   try {
-    for (const name of fs.readdirSync(p)) {
-      const st = fs.lstatSync(join(p, name))
+    for (const name of readdirSync(p)) {
+      const st = lstatSync(join(p, name))
       total += st.isDirectory() ? dirBytes(join(p, name)) : st.size
     }
   } catch {}
