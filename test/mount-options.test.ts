@@ -32,7 +32,7 @@ if (fuseAvailable(t)) {
     const w = workspace(t, TREE)
     w.ok('mount', w.ws)
     const df = w.run(`df -P ${w.ws} | tail -1`)
-    t.match(df, /^cpfs\s+\d+\s+\d+\s+\d+/, 'df reports the mount with sizes')
+    t.match(df, /^cpfs:\/\S+\s+\d+\s+\d+\s+\d+/, 'df reports the mount with sizes, its source naming the workspace\'s cpfs directory')
     t.equal(w.run('test -r public.txt && test -w public.txt && test ! -x public.txt && echo ok'), 'ok\n', 'access(2) answers like on disk')
     t.equal(w.sh('test -e missing').code, 1, 'access of a missing path fails')
   })

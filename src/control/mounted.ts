@@ -30,7 +30,7 @@ export function locateMounted (point: string): Location {
 /**
  * Ask the daemon of the mounted workspace at `loc`; undefined when no daemon listens (a stale
  * mount: the caller goes the long way, which reports or recovers it); DAEMON_TIMEOUT when one
- * listens but does not answer a ping.
+ * listens but does not acknowledge the request within PING_TIMEOUT_MS.
  */
 export async function askDaemon<T> (loc: Location | null, cmd: string, args?: Record<string, unknown>): Promise<T | undefined> {
   if (loc === null) return undefined
