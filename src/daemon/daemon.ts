@@ -17,7 +17,7 @@ import { Notifier } from '../fuse/invalidate.js'
 import { ancestors, baseName, parentOf } from '../overlay/paths.js'
 import { inoOfKey, isInoKey } from '../store/entries.js'
 import { WatcherEvents, type Before } from './watchers.js'
-import { applyStack, recover } from '../plans/run.js'
+import { applyStack, noteUnseenChanges, recover } from '../plans/run.js'
 import { phase } from '../progress.js'
 import { absorbOutsideChanges } from '../plans/absorb.js'
 import { freezeOrigin } from '../plans/freeze.js'
@@ -207,6 +207,7 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
     let discarded: number | undefined
     try {
       if (mode === 'apply' && force) {
+        await noteUnseenChanges(session)
         const kept = await absorbOutsideChanges(session, { force: true })
         if (kept) process.stderr.write(`cpfs daemon: kept ${kept.paths.length} paths changed outside cpfs as turn ${kept.turn} before replacing them\n`)
       }

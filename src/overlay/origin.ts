@@ -177,6 +177,15 @@ export class Origin {
     this.xattrCache = on ? new Map() : null
   }
 
+  /**
+   * The real stat the mount has answered with for p (undefined when it has not looked at p, or
+   * no longer remembers): what the processes using the mount were shown, whatever the real
+   * file is now.
+   */
+  servedStat (p: string): OriginStat | null | undefined {
+    return this.statCache?.get(p)
+  }
+
   realStat (p: string): OriginStat | null {
     const cache = this.statCache
     if (cache === null) return this.lstat(p)

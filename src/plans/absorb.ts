@@ -143,6 +143,8 @@ export async function absorbOutsideChanges (session: Session, opts: { force?: bo
   session.layers.set(id, layer)
   meta.stack = [...meta.stack.slice(0, cp), id, ...meta.stack.slice(cp)]
   meta.applied = [...meta.applied, id]
+  // Outside changes are writes: a redo now would go back to a stack without them.
+  meta.redo = []
   session.chunks.drain(ops)
   ops.push(...session.fingerprintOps(), session.store.metaOp())
   await session.store.batch(ops, true)

@@ -18,6 +18,7 @@ import type { AnchorOp, Attrs, PlanOp, Times } from './planner.js'
 import { AT_FDCWD, AT_SYMLINK_NOFOLLOW, native } from '../native/index.js'
 import { toSecNs, type Kind } from '../store/entries.js'
 import { countBytes } from '../progress.js'
+import { verifyPaths, type Expect } from './verifier.js'
 
 export interface ApplyResult {
   done: number
@@ -55,8 +56,23 @@ export interface ApplyOptions {
   onOp?: (index: number, op: PlanOp) => void
   /** Called before each operation (the tests use it to edit a file concurrently). */
   beforeOp?: (index: number, op: PlanOp) => void
-  /** Fingerprints taken when the plan was checked; absent when finishing after a crash. */
+  /**
+   * Fingerprints taken before the plan captured anything (journaled with it): every path it
+   * touches and everything below a real directory it replaces or removes. A path whose
+   * fingerprint no longer matches when the plan reaches it, or an entry below a directory that
+   * has none (made since), belongs to another process and is left alone.
+   */
   prints?: Map<string, Fingerprint>
+  /**
+   * Finishing a plan a crash interrupted: operations before `done` had completed, the one at
+   * `partial` (-1: none) may have begun; `expect` is what each path must end as. A path in the
+   * middle of its operations is the plan's own; any other is re-checked: unchanged since the
+   * plan was checked, it is (re)done; already as the plan makes it, it is done; otherwise
+   * someone changed it after the crash, and it is left alone.
+   */
+  resume?: { done: number, partial: number, expect: Map<string, Expect> }
+  /** Called right before an operation changes anything (`started`) and once it has. */
+  progress?: (index: number, started: boolean) => void
 }
 
 /** The real path of a plan's anchor for inode record ino. */
@@ -253,19 +269,52 @@ function setTimes (path: string, t: Partial<Times>): void {
   native.utimensat(AT_FDCWD, path, a.sec, a.nsec, m.sec, m.nsec, AT_SYMLINK_NOFOLLOW)
 }
 
-/** Remove p and, for a directory, everything below it; never following a symlink. */
-function removeReal (origin: Origin, p: string, ours?: Set<number>): void {
+/** Where removeReal reports what it left: entries below a removed directory that are not what the plan saw. */
+interface Keep {
+  prints?: Map<string, Fingerprint>
+  kept: string[]
+  /** Paths this plan has changed already: what is there is its own. */
+  seen: Set<string>
+}
+
+/**
+ * Remove p and, for a directory, everything below it; never following a symlink. With
+ * fingerprints, an entry below p that has none (made after the plan was checked) or no longer
+ * matches its own is kept, and so are the directories above it. Returns false when something
+ * was kept (p is still there).
+ */
+function removeReal (origin: Origin, p: string, ours?: Set<number>, keep?: Keep, below = false): boolean {
   const st = fs.lstatSync(origin.realPath(p), { throwIfNoEntry: false })
-  if (!st) return
+  if (!st) return true
+  if (below && keep?.prints && !keep.seen.has(p)) {
+    const print = keep.prints.get(p)
+    const now = fingerprint(origin, p)
+    // A file this plan changed through another name (a link, an anchor) is still the file it was.
+    if (!print || (!samePrint(print, now) && !(now.type === print.type && now.ino === print.ino && ours?.has(now.ino)))) {
+      keep.kept.push(p)
+      return false
+    }
+  }
   if (!st.isDirectory()) {
     // A file with other names: their ctime moves (the plan's own change, for its re-checks).
     if (st.nlink > 1) ours?.add(st.ino)
-    return fs.unlinkSync(origin.realPath(p))
+    fs.unlinkSync(origin.realPath(p))
+    return true
   }
   // Entry by entry through origin.realPath, which reaches paths deeper than PATH_MAX.
-  for (const name of fs.readdirSync(origin.realPath(p))) removeReal(origin, join(p, name), ours)
+  let all = true
+  for (const name of fs.readdirSync(origin.realPath(p))) all = removeReal(origin, join(p, name), ours, keep, true) && all
   origin.forget(p)
-  fs.rmdirSync(origin.realPath(p))
+  if (!all) return false
+  try {
+    fs.rmdirSync(origin.realPath(p))
+  } catch (err: any) {
+    // Something was made in it since it was listed: another process's, left alone.
+    if (!keep || (err.code !== 'ENOTEMPTY' && err.code !== 'EEXIST')) throw err
+    keep.kept.push(p)
+    return false
+  }
+  return true
 }
 
 /** Make every ancestor of p a real directory (replacing planted files or symlinks). */
@@ -287,6 +336,23 @@ export function applyOps (origin: Origin, chunks: ChunkStore, ops: PlanOp[], opt
   let done = 0
   const skipped: string[] = []
   const seen = new Set<string>()
+  const keep: Keep = { prints: opts.prints, kept: [], seen }
+  /** Removes what is at p for a replacement; false (p skipped) when something below it is another process's. */
+  const clear = (p: string): boolean => {
+    const before = keep.kept.length
+    if (removeReal(origin, p, ours, keep)) return true
+    skipped.push(p, ...keep.kept.slice(before).filter(q => q !== p))
+    return false
+  }
+  /** Paths a resumed plan found already as it makes them: their operations are done. */
+  const finished = new Set<string>()
+  const resume = opts.resume
+  const firstOp = new Map<string, number>()
+  const lastOp = new Map<string, number>()
+  ops.forEach((op, i) => {
+    if (!firstOp.has(op.path)) firstOp.set(op.path, i)
+    lastOp.set(op.path, i)
+  })
   /** Real inodes this plan has changed already (anchors, rewrites in place): all their names moved. */
   const ours = new Set<number>()
   ops.forEach((op, index) => {
@@ -295,16 +361,25 @@ export function applyOps (origin: Origin, chunks: ChunkStore, ops: PlanOp[], opt
     // Re-check a path right before the plan first touches it: if another process changed it
     // since the plan was checked, leave it (and what the plan would put below it) alone. A
     // name of a file the plan itself changed through another name is still the file it was.
-    if (skipped.some(q => isWithin(p, q))) return
+    if (skipped.some(q => isWithin(p, q)) || finished.has(p)) return
     const print = opts.prints?.get(p)
     if (print && !seen.has(p)) {
       const now = fingerprint(origin, p)
-      if (!samePrint(print, now) && !(now.type === print.type && now.ino === print.ino && ours.has(now.ino))) {
-        skipped.push(p)
+      const unchanged = samePrint(print, now) || (now.type === print.type && now.ino === print.ino && ours.has(now.ino))
+      const first = firstOp.get(p)!
+      const last = lastOp.get(p)!
+      const inProgress = resume !== undefined && ((first < resume.done && resume.done <= last) || (first <= resume.partial && resume.partial <= last))
+      if (!unchanged && !inProgress) {
+        // Finishing after a crash: a path already as the plan makes it is done (the crash came
+        // after it); anything else was changed by someone else since.
+        const want = resume?.expect.get(p)
+        if (want && verifyPaths(origin, new Map([[p, want]])).mismatches.length === 0) finished.add(p)
+        else skipped.push(p)
         return
       }
     }
     seen.add(p)
+    opts.progress?.(index, true)
     // Replacing or removing one name of a real file with several moves its ctime for the others.
     const cur = lstatReal(origin, p)
     if (cur.type !== null && cur.type !== 'd' && cur.nlink > 1) ours.add(cur.ino)
@@ -315,14 +390,14 @@ export function applyOps (origin: Origin, chunks: ChunkStore, ops: PlanOp[], opt
         if (st.blockedBy) break
         // Idempotent: remove only what the plan expects there (a re-run must not remove
         // what a later op of the same plan already put in its place).
-        if (st.type === op.type) removeReal(origin, p, ours)
+        if (st.type === op.type && !clear(p)) return
         break
       }
       case 'mkdir': {
         ensureParents(origin, p)
         const st = lstatReal(origin, p)
         if (st.type === 'd') break
-        if (st.type) removeReal(origin, p, ours)
+        if (st.type && !clear(p)) return
         fs.mkdirSync(origin.realPath(p), { mode: 0o700 })
         break
       }
@@ -340,7 +415,7 @@ export function applyOps (origin: Origin, chunks: ChunkStore, ops: PlanOp[], opt
         const tmp = tmpName(origin, p, opts.planId, index)
         bytesWritten += writeNew(tmp, chunks, op, opts.readContent)
         const st = lstatReal(origin, p)
-        if (st.type === 'd') removeReal(origin, p, ours)
+        if (st.type === 'd' && !clear(p)) return fs.rmSync(tmp, { force: true })
         fs.renameSync(tmp, origin.realPath(p))
         break
       }
@@ -354,7 +429,7 @@ export function applyOps (origin: Origin, chunks: ChunkStore, ops: PlanOp[], opt
         if (canChown) fs.lchownSync(tmp, op.uid, op.gid)
         setXattrs(tmp, op.x)
         setTimes(tmp, op)
-        if (st.type === 'd') removeReal(origin, p, ours)
+        if (st.type === 'd' && !clear(p)) return fs.rmSync(tmp, { force: true })
         fs.renameSync(tmp, origin.realPath(p))
         break
       }
@@ -370,7 +445,7 @@ export function applyOps (origin: Origin, chunks: ChunkStore, ops: PlanOp[], opt
         fs.chmodSync(tmp, op.mode) // mknod applies the umask; set the exact bits
         setXattrs(tmp, op.x)
         setTimes(tmp, op)
-        if (st.type === 'd') removeReal(origin, p, ours)
+        if (st.type === 'd' && !clear(p)) return fs.rmSync(tmp, { force: true })
         fs.renameSync(tmp, origin.realPath(p))
         break
       }
@@ -390,7 +465,7 @@ export function applyOps (origin: Origin, chunks: ChunkStore, ops: PlanOp[], opt
         ensureParents(origin, p)
         const st = lstatReal(origin, p)
         if (st.type !== null && st.ino === Number(anchor.ino)) break
-        if (st.type === 'd') removeReal(origin, p, ours)
+        if (st.type === 'd' && !clear(p)) return
         const tmp = tmpName(origin, p, opts.planId, index)
         fs.rmSync(tmp, { force: true })
         fs.linkSync(anchorPath(origin, opts.planId, op.ino), tmp)
@@ -413,6 +488,7 @@ export function applyOps (origin: Origin, chunks: ChunkStore, ops: PlanOp[], opt
     }
     done++
     origin.forget(p)
+    opts.progress?.(index, false)
     opts.onOp?.(index, op)
   })
   // Make the new files durable before the journal is retired (syncfs of the workspace's fs).

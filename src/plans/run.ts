@@ -13,7 +13,7 @@
 import * as fs from 'node:fs'
 import { CpfsError, isCpfsError } from '../errors.js'
 import { View, resolvedType, type Resolved } from '../overlay/view.js'
-import { isSafePath, isWithin, join } from '../overlay/paths.js'
+import { ancestors, isSafePath, isWithin, join } from '../overlay/paths.js'
 import type { Origin } from '../overlay/origin.js'
 import { fingerprintDrift, fingerprintOf } from '../store/fingerprints.js'
 import type { Session, StackChange } from '../session/session.js'
@@ -51,6 +51,8 @@ interface Journal {
   targetStack: number[]
   /** The history change that goes with it (offline rewind, redo, restore), committed in the same batch. */
   after?: StackChange
+  /** What each path (and each entry below a directory it replaces) was before the plan (applier.ts). */
+  prints?: Array<[string, Fingerprint]>
 }
 
 export interface RunOptions {
@@ -125,7 +127,7 @@ export function findDrift (session: Session, expected: View, ops: PlanOp[]): str
     seen.add(op.path)
     const real = lstatReal(session.origin, op.path)
     const f = session.fingerprints.get(op.path)
-    const why = f ? fingerprintDrift(f, real) : driftOf(session, expected, op.path, real)
+    const why = f ? fingerprintDrift(f, real) : driftOf(session, expected, op.path, real) ?? unseen(session, op.path, real)
     if (why) {
       say(op.path, why)
       continue
@@ -134,12 +136,36 @@ export function findDrift (session: Session, expected: View, ops: PlanOp[]): str
       const since = f?.at ?? session.openedAt
       walkReal(session.origin, op.path, (q, st) => {
         const fq = session.fingerprints.get(q)
-        const w = fq ? fingerprintDrift(fq, st) : st.ctime > since ? 'changed after cpfs last saw it' : null
+        const w = fq ? fingerprintDrift(fq, st) : st.ctime > since ? unseen(session, q, st) ?? 'changed after cpfs last saw it' : null
         if (w) say(q, w)
       })
     }
   }
   return drifted
+}
+
+/**
+ * A real path cpfs has no fingerprint for is one the history never changed: the view shows the
+ * real directory there, so it is what cpfs last knew unless it changed after the session
+ * began (made or edited outside the mount while it was live, e.g. in a directory the mount
+ * replaced: its entries are listed from the real directory now). Such a path gets a
+ * fingerprint saying cpfs knew nothing there, so that a later command (after this plan is
+ * refused, the session has ended) still finds it, and --force keeps it in the history as an
+ * outside change (plans/absorb.ts).
+ */
+function unseen (session: Session, p: string, real: RealState): string | null {
+  if (real.type === null || real.blockedBy || real.type === 'd' || real.ctime <= session.openedAt) return null
+  session.setFingerprint(p, fingerprintOf({ ...real, type: null }, session.openedAt))
+  return 'changed outside cpfs after the session began'
+}
+
+/**
+ * Before a --force plan: outside changes cpfs has no fingerprint for get one (`unseen`), so
+ * that keeping the displaced versions (plans/absorb.ts) records them with the others.
+ */
+export async function noteUnseenChanges (session: Session): Promise<void> {
+  const { expected, target, touched } = await realToStack(session, session.meta.stack.slice())
+  if (touched.size) findDrift(session, expected, planViews(expected, target, touched).ops)
 }
 
 /** Every path below real directory p (not following symlinks), with its state. */
@@ -219,6 +245,9 @@ export async function runPlan (session: Session, expected: View, target: View, t
   }
 
   const { ops, expect } = materialise(session, target, plan.ops)
+  // Fingerprints before the captures read anything: a change another process makes after this
+  // is seen by the applier's re-check and left alone; one made before it is in the capture.
+  const prints = takePrints(origin, ops)
 
   // 3 + 4. capture and journal, in one synced batch.
   const batch: BatchOp[] = []
@@ -231,16 +260,72 @@ export async function runPlan (session: Session, expected: View, target: View, t
   }
   captureOtherNames(session, ops.map(op => op.path), ops.filter(op => op.op === 'remove' && op.type === 'd').map(op => op.path), batch)
   capturing.end()
-  const journal: Journal = { id: newPlanId(), ops, expect: [...expect], targetStack: opts.targetStack.slice() }
+  const journal: Journal = { id: newPlanId(), ops, expect: [...expect], targetStack: opts.targetStack.slice(), prints: [...prints] }
   if (opts.after) journal.after = opts.after
   if (opts.preOps) batch.push(...opts.preOps)
   session.chunks.drain(batch)
   batch.push({ type: 'put', key: JOURNAL_KEY, value: encode(journal) })
   await session.store.batch(batch, true)
-  // Fingerprints last, after the captures read every file: the re-check compares with these.
+  return await finish(session, journal, false)
+}
+
+/**
+ * What every path a plan touches is now, and everything below a real directory it may
+ * remove or replace (a directory is only ever removed entry by entry, each compared with
+ * these: what another process puts there in the meantime stays).
+ */
+function takePrints (origin: Origin, ops: PlanOp[]): Map<string, Fingerprint> {
   const prints = new Map<string, Fingerprint>()
-  for (const op of ops) if (!prints.has(op.path)) prints.set(op.path, fingerprint(origin, op.path))
-  return await finish(session, journal, false, prints)
+  for (const op of ops) {
+    if (prints.has(op.path)) continue
+    const f = fingerprint(origin, op.path)
+    prints.set(op.path, f)
+    if (f.type === 'd' && op.op !== 'mkdir' && op.op !== 'chmod' && op.op !== 'anchor') {
+      walkReal(origin, op.path, (q, st) => {
+        if (!prints.has(q)) prints.set(q, { type: st.type, size: st.size, mtime: st.mtime, ctime: st.ctime, ino: st.ino })
+      })
+    }
+  }
+  return prints
+}
+
+/**
+ * How far a plan got: before each operation "N s" (it may be half done), after it "N d". Written
+ * to a file next to the store (not synced: it is for kill -9), so that finishing the plan
+ * after a crash knows which paths it had reached (applier.ts, `resume`).
+ */
+class Progress {
+  private readonly file: string
+  private fd: number | null = null
+  private readonly buf = Buffer.alloc(64)
+  constructor (session: Session) {
+    this.file = `${session.store.path}/plan-progress`
+  }
+
+  /** Where plan `id` stopped; unknown: as if it had begun its first operation. */
+  read (id: string): { done: number, partial: number } {
+    try {
+      const [pid, n, state] = fs.readFileSync(this.file, 'utf8').trim().split(/\s+/)
+      const i = Number(n)
+      if (pid === id && Number.isInteger(i) && i >= 0) return state === 'd' ? { done: i + 1, partial: -1 } : { done: i, partial: i }
+    } catch {}
+    return { done: 0, partial: 0 }
+  }
+
+  write (id: string, index: number, started: boolean): void {
+    try {
+      if (this.fd === null) this.fd = fs.openSync(this.file, 'w', 0o600)
+      const len = this.buf.write(`${id} ${index} ${started ? 's' : 'd'}`.padEnd(48))
+      fs.writeSync(this.fd, this.buf, 0, len, 0)
+    } catch {} // only a hint: without it every path is re-checked
+  }
+
+  /** Done with it; `retired`: the journal is gone too, and so is the hint. */
+  close (retired: boolean): void {
+    if (this.fd !== null) fs.closeSync(this.fd)
+    this.fd = null
+    if (retired) fs.rmSync(this.file, { force: true })
+  }
 }
 
 /**
@@ -331,6 +416,10 @@ async function rollBack (session: Session, j: Journal): Promise<void> {
     throw new Error(`the roll-back did not verify: ${shown}`)
   }
   for (const p of touched) session.setFingerprint(p, fingerprintOf(lstatReal(origin, p)))
+  // What the roll-back made again below a directory (new inodes) is known as it is now too.
+  for (const q of [...session.fingerprints.keys()]) {
+    if (!touched.has(q) && [...ancestors(q)].some(a => touched.has(a))) session.setFingerprint(q, fingerprintOf(lstatReal(origin, q)))
+  }
   await session.store.batch([...session.fingerprintOps(), { type: 'del', key: JOURNAL_KEY }], true)
 }
 
@@ -356,34 +445,46 @@ function dataBytes (ops: PlanOp[]): number {
 }
 
 function testEditHook (origin: Session['origin']): ((index: number, op: PlanOp) => void) | undefined {
-  // Test hook: another process edits the path of operation N just before the plan reaches it.
-  const at = process.env.CPFS_TEST_EDIT_BEFORE_OP
-  if (at === undefined) return undefined
+  // Test hook: another process edits the path of operation N just before the plan reaches it
+  // ("N"), or writes a new file at PATH ("N:PATH").
+  const hook = process.env.CPFS_TEST_EDIT_BEFORE_OP
+  if (hook === undefined) return undefined
+  const [at, path] = hook.split(':')
   return (index, op) => {
-    if (index === Number(at)) fs.appendFileSync(origin.realPath(op.path), 'edited concurrently\n')
+    if (index !== Number(at)) return
+    if (path) fs.writeFileSync(origin.realPath(path), 'made concurrently\n')
+    else fs.appendFileSync(origin.realPath(op.path), 'edited concurrently\n')
   }
 }
 
-async function finish (session: Session, j: Journal, recovered: boolean, prints?: Map<string, Fingerprint>): Promise<PlanSummary> {
+async function finish (session: Session, j: Journal, recovered: boolean): Promise<PlanSummary> {
   const origin = session.origin
   if (recovered) cleanTemps(origin, j.ops, j.id)
   let applied
   const applying = phase('applying', 'operations', j.ops.length, dataBytes(j.ops))
   const fail = failHook()
   const edit = recovered ? undefined : testEditHook(origin)
+  const progress = new Progress(session)
+  // A plan journaled by cpfs before 0.2 has no fingerprints: it is finished as it was then.
+  const prints = j.prints ? new Map(j.prints) : undefined
+  const resume = recovered && prints ? { ...progress.read(j.id), expect: new Map(j.expect) } : undefined
   try {
     applied = applyOps(origin, session.chunks, j.ops, {
       planId: j.id,
       prints,
+      resume,
+      progress: (i, started) => progress.write(j.id, i, started),
       beforeOp: (i, op) => { edit?.(i, op); fail?.(i) },
       onOp: (i) => { applying.item(); if (!recovered) crashHook(i) }
     })
     applying.end()
   } catch (err: any) {
+    progress.close(false)
     if (isCpfsError(err) && err.code === 'UNSAFE_PATH') throw err
     const cause = String(err?.message ?? err).split('\n')[0]
     try {
       await rollBack(session, j)
+      progress.close(true)
     } catch (back: any) {
       throw new CpfsError('APPLY_FAILED', `cannot write the real directory (${cause}), and cannot roll back (${back?.message ?? back})`, 'fix the cause (space, permissions), then run cpfs unmount again; cpfs status and cpfs unmount --discard still work')
     }
@@ -394,9 +495,11 @@ async function finish (session: Session, j: Journal, recovered: boolean, prints?
   const verifying = phase('verifying', 'paths', expect.size, [...expect.values()].reduce((n, e) => n + (e.data ? sparseBytes(e.data, e.size!) : 0), 0))
   const result = verifyPaths(origin, expect, () => verifying.item())
   verifying.end()
+  progress.close(false)
   if (result.mismatches.length) {
     removeAnchors(origin, j.ops, j.id)
     await session.store.batch([{ type: 'del', key: JOURNAL_KEY }], true)
+    progress.close(true)
     const shown = result.mismatches.slice(0, 5).map(m => `${m.path.slice(1) || '.'} (${m.why})`).join(', ')
     throw new CpfsError('VERIFY_FAILED', `verification failed after applying: ${shown}`, 'the store still holds every version; check the disk, then run the command again')
   }
@@ -410,6 +513,7 @@ async function finish (session: Session, j: Journal, recovered: boolean, prints?
     // The anchors go once committed; a crash in between leaves this note for the next command.
     ...(anchors ? [{ type: 'put' as const, key: ANCHORS_KEY, value: encode({ id: j.id, ops: j.ops.filter(o => o.op === 'anchor') }) }] : [])
   ])
+  progress.close(true)
   if (anchors) await dropAnchors(session)
   const summary: PlanSummary = {
     ops: applied.done,
@@ -420,7 +524,8 @@ async function finish (session: Session, j: Journal, recovered: boolean, prints?
   }
   if (skipped.length) {
     const shown = skipped.slice(0, 5).map(p => p.slice(1) || '.').join(', ') + (skipped.length > 5 ? ` and ${skipped.length - 5} more` : '')
-    throw new CpfsError('SKIPPED', `another process changed ${shown} while cpfs was applying; left as that process wrote ${skipped.length === 1 ? 'it' : 'them'} (${applied.done} operations applied, ${result.verified} paths verified)`, 'check those paths; cpfs restore or a --force rewind replaces them')
+    const when = recovered ? 'after an interrupted plan stopped' : 'while cpfs was applying'
+    throw new CpfsError('SKIPPED', `another process changed ${shown} ${when}; left as that process wrote ${skipped.length === 1 ? 'it' : 'them'} (${applied.done} operations applied, ${result.verified} paths verified)`, 'check those paths; cpfs restore or a --force rewind replaces them')
   }
   return summary
 }

@@ -10,7 +10,7 @@
 //    they happen; `fsync` and `turn` wait for theirs with sync=true.
 import * as fs from 'node:fs'
 import { CpfsError, fsError } from '../errors.js'
-import { Origin } from '../overlay/origin.js'
+import { Origin, type OriginStat } from '../overlay/origin.js'
 import { Overlay } from '../overlay/overlay.js'
 import { View } from '../overlay/view.js'
 import { ChunkStore } from '../store/chunks.js'
@@ -19,7 +19,7 @@ import { chunkLen, inoOfKey, isInoKey, type Entry } from '../store/entries.js'
 import { entryKey, turnKey, type BatchOp } from '../store/keys.js'
 import { Store, type TurnRecord } from '../store/store.js'
 import { reserveBytes } from '../config.js'
-import { fingerprintOf, type Fingerprint } from '../store/fingerprints.js'
+import { fingerprintDrift, fingerprintOf, type Fingerprint, type RealStat } from '../store/fingerprints.js'
 import { lstatReal, realEntry } from '../overlay/real.js'
 import { parentOf } from '../overlay/paths.js'
 import { checkId, displayLine, neutralise } from './labels.js'
@@ -285,8 +285,12 @@ export class Session {
     if (p.includes('\0')) return // exchange's temporary name: never a real path
     // Below a directory that did not exist, nothing does: no system call needed.
     const parent = this.fingerprints.get(parentOf(p))
-    const f = parent && parent.t === null ? { ...parent, at: Date.now() } : fingerprintOf(lstatReal(this.origin, p))
-    this.setFingerprint(p, f)
+    if (parent && parent.t === null) return this.setFingerprint(p, { ...parent, at: Date.now() })
+    // What the mount showed of p, if it showed anything: a process outside the mount that
+    // changed the real file since (a shell whose cwd was inside before the mount) made a
+    // change cpfs never saw, and the plan that would overwrite it must find it.
+    const served = this.origin.servedStat(p)
+    this.setFingerprint(p, served !== undefined ? fingerprintOf(servedAsReal(served)) : fingerprintOf(lstatReal(this.origin, p)))
   }
 
   /** Record (or with null, forget) what cpfs knows of real path p; stored with the next batch. */
@@ -316,6 +320,18 @@ export class Session {
    * session's end captures what they still need (plans/freeze.ts).
    */
   private onCopyUp (originPath: string, size: number): void {
+    // The real file must still be what the mount showed: bytes the processes in the mount did
+    // not see (another process wrote the real file, from outside) are never merged into their
+    // edit. The write fails; the real file is left as it is, and the session's end refuses to
+    // overwrite it (its fingerprint is what the mount showed).
+    const served = this.origin.servedStat(originPath)
+    if (served) {
+      const now = lstatReal(this.origin, originPath)
+      if (fingerprintDrift(fingerprintOf(servedAsReal(served)), now)) {
+        process.stderr.write(`cpfs daemon: ${new Date().toISOString()} ${originPath.slice(1)} changed outside the mount after the mount showed it: writes to it fail with EIO (unmount, then mount again to see the new version)\n`)
+        throw fsError('EIO', originPath, 'the real file changed outside the mount')
+      }
+    }
     if (size > EAGER_CAPTURE_BYTES) return
     const op = this.captureBase(originPath)
     if (op) this.retryOps.push(op)
@@ -822,4 +838,10 @@ export function lastOpPerKey (ops: BatchOp[]): void {
     ops[--w] = op
   }
   ops.splice(0, w)
+}
+
+/** An origin stat in the shape fingerprints take (a cached null: nothing was there). */
+function servedAsReal (st: OriginStat | null): RealStat {
+  if (st === null) return { type: null, ino: 0, size: 0, mode: 0, mtime: 0, mtimeNs: 0, ctime: 0, ctimeNs: 0 }
+  return { type: st.t, ino: st.ino, size: st.size, mode: st.mode & 0o7777, mtime: st.mtime, mtimeNs: st.mtimeNs, ctime: st.ctime, ctimeNs: st.ctimeNs }
 }
