@@ -5,7 +5,7 @@
 export type FsCode =
   | 'ENOENT' | 'EEXIST' | 'ENOTDIR' | 'EISDIR' | 'ENOTEMPTY' | 'EINVAL' | 'EPERM'
   | 'EACCES' | 'ENOSPC' | 'EIO' | 'EBADF' | 'ESTALE' | 'ENAMETOOLONG' | 'EXDEV' | 'EROFS'
-  | 'EFBIG' | 'ENODATA' | 'ERANGE' | 'ENOTSUP' | 'E2BIG' | 'ENXIO' | 'EMLINK' | 'EOVERFLOW'
+  | 'EFBIG' | 'ENODATA' | 'ERANGE' | 'ENOTSUP' | 'E2BIG' | 'ENXIO' | 'EMLINK' | 'EOVERFLOW' | 'EILSEQ'
 
 /**
  * The mark of a CpfsError, shared by every copy of this module in a process: the `cpfs`

@@ -150,6 +150,112 @@ if (fuseAvailable(t)) {
     t.not(fs.statSync(join(w.ws, 'a')).ino, fs.statSync(join(w.ws, 'b')).ino, 'b is not')
   })
 
+  t.test('an open file keeps its content after its name is removed or renamed over (written in this turn, store batches in between)', async t => {
+    const w = workspace(t, 'echo lower > lower.txt')
+    w.ok('mount', w.ws)
+    // Each case: open, make the name go away, let the daemon write its batch (sync), drop the
+    // kernel's page cache (so the read reaches the daemon), then read through the open descriptor.
+    const out = w.run(`python3 - <<'PY'
+import os
+def drop():
+    os.sync()
+    with open('/proc/sys/vm/drop_caches', 'w') as f: f.write('3')
+def case(name, setup):
+    fd = setup()
+    drop()
+    os.lseek(fd, 0, 0)
+    data = os.read(fd, 100)
+    os.close(fd)
+    print(name, data.decode().split()[0] if data else 'EMPTY')
+def unlinked():
+    open('b', 'w').write('data-b\\n'); fd = os.open('b', os.O_RDONLY); os.unlink('b'); return fd
+def renamed_over():
+    open('a1', 'w').write('one\\n'); open('a2', 'w').write('two\\n'); fd = os.open('a2', os.O_RDONLY); os.rename('a1', 'a2'); return fd
+def temp_file():
+    fd = os.open('t', os.O_RDWR | os.O_CREAT, 0o600); os.write(fd, b'tmp\\n'); os.fsync(fd); os.unlink('t'); return fd
+def truncated():
+    open('c', 'w').write('big\\n' * 30000); fd = os.open('c', os.O_RDONLY); r = os.open('c', os.O_RDWR); os.unlink('c'); os.close(r); return fd
+case('unlinked', unlinked)
+case('renamed-over', renamed_over)
+case('temp-file', temp_file)
+case('big-unlinked', truncated)
+PY`)
+    t.equal(out, 'unlinked data-b\nrenamed-over two\ntemp-file tmp\nbig-unlinked big\n', 'every reader gets the content it opened')
+    t.equal(w.run('cat a2'), 'one\n', 'and the new name has the new content')
+    t.equal(w.sh('ls b t c').code, 2, 'the removed names are gone')
+    w.ok('unmount', w.ws)
+    t.same(fs.readdirSync(w.ws).sort(), ['a2', 'lower.txt'])
+  })
+
+  t.test('renameat2 RENAME_EXCHANGE swaps two names atomically (files, directories, real files); RENAME_NOREPLACE refuses an existing target', async t => {
+    const w = workspace(t, 'echo real-a > ra && echo real-b > rb && mkdir rd && echo in-rd > rd/x')
+    w.ok('mount', w.ws)
+    const out = w.run(`python3 - <<'PY'
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+def rn2(a, b, flags):
+    r = libc.renameat2(-100, a.encode(), -100, b.encode(), flags)
+    return 'ok' if r == 0 else os.strerror(ctypes.get_errno())
+open('a', 'w').write('A\\n'); open('b', 'w').write('B\\n'); os.mkdir('d'); open('d/y', 'w').write('Y\\n')
+print(rn2('a', 'b', 2), open('a').read().strip(), open('b').read().strip())
+print(rn2('ra', 'rb', 2), open('ra').read().strip(), open('rb').read().strip())
+print(rn2('d', 'rd', 2), sorted(os.listdir('d')), sorted(os.listdir('rd')))
+print(rn2('a', 'rd', 2), open('rd').read().strip(), sorted(os.listdir('a')))
+print(rn2('a', 'b', 1))
+print(rn2('a', 'missing', 2))
+PY`)
+    t.equal(out, [
+      'ok B A',
+      'ok real-b real-a',
+      "ok ['x'] ['y']",
+      "ok B ['y']",
+      'File exists',
+      'No such file or directory'
+    ].join('\n') + '\n', 'as on ext4')
+    const before = w.run('ls -R; cat ra rb rd a/y b')
+    w.ok('turn', w.ws)
+    w.ok('rewind', '1', w.ws)
+    t.equal(w.run('cat ra rb rd/x'), 'real-a\nreal-b\nin-rd\n', 'a rewind undoes the exchanges')
+    w.ok('redo', w.ws)
+    w.ok('unmount', w.ws)
+    t.equal(w.run('ls -R; cat ra rb rd a/y b'), before, 'and the applied tree is what the mount showed')
+  })
+
+  t.test('names that are not UTF-8: refused in the mount (EILSEQ), real ones left alone, never renamed', async t => {
+    const w = workspace(t, `mkdir d && python3 -c "open(b'd/caf\\xe8', 'w').write('E8')" && echo ok > d/ok`)
+    w.ok('mount', w.ws)
+    const out = w.run(`python3 - <<'PY'
+import os
+for what, f in [('create', lambda: open(b'caf\\xe9', 'w')), ('mkdir', lambda: os.mkdir(b'dir\\xff')), ('symlink', lambda: os.symlink(b'tgt\\xe9', 'l')), ('rename', lambda: os.rename('d/ok', b'd/ok\\xe9'))]:
+    try:
+        f(); print(what, 'ok')
+    except OSError as e:
+        print(what, e.strerror)
+print(sorted(os.listdir('d')))
+PY`)
+    t.equal(out, [
+      'create Invalid or incomplete multibyte or wide character',
+      'mkdir Invalid or incomplete multibyte or wide character',
+      'symlink Invalid or incomplete multibyte or wide character',
+      'rename Invalid or incomplete multibyte or wide character',
+      "['ok']"
+    ].join('\n') + '\n', 'refused with EILSEQ, and the real one is not listed')
+    t.not(w.sh('rm -rf d').code, 0, 'rm -rf of its directory cannot remove it')
+    w.run('echo more > d/more')
+    w.ok('unmount', w.ws)
+    t.equal(w.run(`python3 -c "print(open(b'd/caf\\xe8').read())"`), 'E8\n', 'the real file with that name is intact after the session')
+    t.equal(w.run('cat d/more'), 'more\n')
+  })
+
+  t.test('O_RDONLY|O_TRUNC truncates and an unknown xattr namespace is refused, as on ext4', async t => {
+    const w = workspace(t, 'echo 1234567 > f')
+    w.ok('mount', w.ws)
+    t.equal(w.run(`python3 -c "import os; os.close(os.open('f', os.O_RDONLY | os.O_TRUNC)); print(os.stat('f').st_size)"`), '0\n')
+    t.match(w.sh('setfattr -n foo.bar -v 1 f').stderr, /Operation not supported/)
+    w.ok('unmount', w.ws)
+    t.equal(fs.statSync(join(w.ws, 'f')).size, 0, 'the truncation is applied')
+  })
+
   t.test('directory nlink = 2 + subdirectories, across mkdir, rmdir, rename, whiteouts and rewinds', async t => {
     const w = workspace(t, 'mkdir -p low/s1 low/s2 low/s3 && echo f > low/file')
     w.ok('mount', w.ws)

@@ -405,7 +405,8 @@ export class FuseOps {
     const fh = this.ov.open(path, flags)
     const writable = (flags & 3) !== 0
     const kill = r.buf.readUInt32LE(r.body + 4) & OPEN_KILL_SUIDGID ? killSetId(r) : undefined
-    if (flags & fs.constants.O_TRUNC && writable) this.ov.setattr(null, fh, { size: 0, killSuidGid: kill })
+    // O_TRUNC truncates whatever the access mode, as Linux does (the kernel checked write permission).
+    if (flags & fs.constants.O_TRUNC) this.ov.setattr(null, fh, { size: 0, killSuidGid: kill })
     if (writable) this.writable.add(fh)
     putOpenOut(c.out, OUT_HEADER, fh, this.openFlags(writable), 0)
     c.send(r, OPEN_OUT)
@@ -609,6 +610,8 @@ export class FuseOps {
     const nameAt = r.body + (this.negotiated.flags & INIT.SETXATTR_EXT ? 16 : 8)
     const { s: name, next } = r.cstring(nameAt)
     if (next + size > r.end) throw new RangeError('malformed SETXATTR')
+    // The namespaces Linux knows; ext4 refuses any other name the same way.
+    if (!/^(user|trusted|security|system)\./.test(name)) throw fsError('ENOTSUP', name)
     this.ov.setxattr(this.nodes.path(r.nodeid), name, r.copy(next, next + size), { create: Boolean(flags & XATTR_CREATE), replace: Boolean(flags & XATTR_REPLACE) })
     this.done(c, r)
   }

@@ -2,6 +2,8 @@
 // view into the channel's read buffer (header fields decoded once, the body read lazily by
 // the handler that knows its layout); replies are encoded into one scratch buffer and written
 // with one write(2) each, as the kernel requires (one reply per write).
+import { isUtf8 } from 'node:buffer'
+import { fsError } from '../errors.js'
 import { ATTR_OUT, ATTR_SIZE, DIRENT, ENTRY_OUT, INIT_OUT, IN_HEADER, OPEN_OUT, OUT_HEADER, STATFS_OUT, align8 } from './kernel.js'
 
 /** Attributes as the kernel wants them (fuse_attr). Times are seconds + nanoseconds. */
@@ -73,18 +75,17 @@ export class Request {
     return Buffer.from(this.buf.subarray(from, to))
   }
 
-  /** A NUL-terminated string at `at`; returns the string and the offset after its NUL. */
+  /**
+   * A NUL-terminated name (or symlink target, or xattr name) at `at`; returns it and the offset
+   * after its NUL. cpfs holds names as UTF-8 strings: bytes that are not UTF-8 would come back
+   * as other bytes, so they are refused (EILSEQ) instead of being silently changed.
+   */
   cstring (at: number): { s: string, next: number } {
     const nul = this.buf.indexOf(0, at)
     if (nul < 0 || nul >= this.end) throw new RangeError('malformed request: unterminated name')
-    return { s: this.buf.toString('utf8', at, nul), next: nul + 1 }
-  }
-
-  /** A name as raw bytes (names are bytes, not necessarily UTF-8). */
-  cbytes (at: number): { b: Buffer, next: number } {
-    const nul = this.buf.indexOf(0, at)
-    if (nul < 0 || nul >= this.end) throw new RangeError('malformed request: unterminated name')
-    return { b: this.buf.subarray(at, nul), next: nul + 1 }
+    const bytes = this.buf.subarray(at, nul)
+    if (!isUtf8(bytes)) throw fsError('EILSEQ', bytes.toString('latin1'), 'names that are not UTF-8 are not supported')
+    return { s: bytes.toString('utf8'), next: nul + 1 }
   }
 
   need (bytes: number): void {

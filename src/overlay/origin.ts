@@ -3,7 +3,9 @@
 // has since changed a real path: the plan captured the original state first into the base
 // map, which therefore wins. So origin = base ⊕ real, and it never changes while history
 // exists — which is why layer entries may point at origin content (`src`, `redirect`).
+import { isUtf8 } from 'node:buffer'
 import * as fs from 'node:fs'
+import { fsError } from '../errors.js'
 import { loadNative, native } from '../native/index.js'
 import { CHUNK_SIZE, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG, srcBytes, type Entry, type FileEntry, type Kind, type LiveEntry } from '../store/entries.js'
 import type { ChunkStore } from '../store/chunks.js'
@@ -70,6 +72,25 @@ export function realXattrs (path: string): Record<string, Buffer> | undefined {
   return Object.keys(out).length ? out : undefined
 }
 
+/**
+ * The entries of a real directory that cpfs can hold. Names are bytes; cpfs keeps them as
+ * UTF-8 strings, so an entry whose name is not valid UTF-8 is left out everywhere: never shown
+ * in the mount, never recorded, never removed by a plan (creating one in the mount fails with
+ * EILSEQ, docs/decisions.md).
+ */
+export function realDirents (path: string): fs.Dirent[] {
+  const ents = fs.readdirSync(path, { withFileTypes: true })
+  // A name that was not UTF-8 comes back with U+FFFD in it: only then look at the bytes.
+  if (!ents.some(d => d.name.includes('\uFFFD'))) return ents
+  const raw = fs.readdirSync(path, { withFileTypes: true, encoding: 'buffer' }) as unknown as Array<fs.Dirent & { name: any }>
+  return raw.filter(d => isUtf8(d.name)).map(d => Object.assign(d, { name: d.name.toString() })) as fs.Dirent[]
+}
+
+/** The names of realDirents. */
+export function realNames (path: string): string[] {
+  return realDirents(path).map(d => d.name)
+}
+
 export class Origin {
   readonly dirFd: number
   readonly base: Map<string, Entry>
@@ -121,6 +142,8 @@ export class Origin {
    * has no real counterpart yet): for a lookup that is "nothing here", not an error.
    */
   private reachable (p: string): string | null {
+    // No real path holds a NUL (the overlay's own temporary names do: rename exchange).
+    if (p.includes('\0')) return null
     try {
       return this.realPath(p)
     } catch (err: any) {
@@ -276,7 +299,7 @@ export class Origin {
     if (realIsDir) {
       let real: fs.Dirent[] = []
       try {
-        real = fs.readdirSync(this.realPath(p), { withFileTypes: true })
+        real = realDirents(this.realPath(p))
       } catch (err: any) {
         if (err.code !== 'ENOENT' && err.code !== 'ENOTDIR') throw err
       }
@@ -295,10 +318,25 @@ export class Origin {
     return [...names]
   }
 
+  /** Does the real directory behind origin path p hold an entry cpfs cannot show (realDirents)? */
+  holdsUnshown (p: string): boolean {
+    if (!this.servedByReal(p)) return false
+    const real = this.reachable(p)
+    if (real === null) return false
+    try {
+      return (fs.readdirSync(real, { encoding: 'buffer' }) as Buffer[]).some(n => !isUtf8(n))
+    } catch {
+      return false
+    }
+  }
+
   readlink (p: string): string {
     const cover = this.baseCover(p)
     if (cover && cover !== 'hidden' && cover.t === 'l') return cover.target
-    return fs.readlinkSync(this.realPath(p))
+    const target = fs.readlinkSync(this.realPath(p), { encoding: 'buffer' })
+    // A target that is not UTF-8 could not be kept as it is (realDirents): never copied, never shown changed.
+    if (!isUtf8(target)) throw fsError('EILSEQ', p, 'a symlink target that is not UTF-8 is not supported')
+    return target.toString()
   }
 
   /** Read origin file bytes of p into buf; returns bytes read. */

@@ -156,6 +156,8 @@ export interface OverlayHooks {
   checkSpace: (bytes: number) => void
   /** The first write after a rewind clears the redo stack. */
   onWrite: () => void
+  /** The last handle of a file was closed. */
+  onLastClose?: () => void
   /** The content of an untouched origin file is about to change (its first write, truncate...). */
   onCopyUp?: (originPath: string, size: number) => void
 }
@@ -697,8 +699,24 @@ export class Overlay {
         // Keep the node only while it holds unflushed data; the session flushes it.
         if (node.dirty.size === 0) this.nodes.delete(node.key)
       }
+      this.hooks.onLastClose?.()
     }
     return node
+  }
+
+  /**
+   * The chunks (hex) that files still open read from: a file unlinked or replaced by a rename
+   * while open keeps its content for its readers, as on any POSIX filesystem.
+   */
+  openChunks (): Set<string> {
+    const out = new Set<string>()
+    const done = new Set<FileNode>()
+    for (const { node } of this.handles.values()) {
+      if (done.has(node) || !node.entry) continue
+      done.add(node)
+      for (const h of node.entry.chunks.values()) if (h) out.add(h.toString('hex'))
+    }
+    return out
   }
 
   // ---- namespace ------------------------------------------------------------------------
@@ -822,7 +840,7 @@ export class Overlay {
     const r = this.resolve(p)
     if (resolvedType(r) !== 'd') throw fsError('ENOTDIR', p)
     if (p === '/') throw fsError('EPERM', p)
-    if (this.view.readdir(p).length > 0) throw fsError('ENOTEMPTY', p)
+    if (this.view.hasEntries(p)) throw fsError('ENOTEMPTY', p)
     this.touched()
     this.removePath(p, true)
     this.touchParent(p)
@@ -846,7 +864,7 @@ export class Overlay {
       const dstIsDir = resolvedType(rd) === 'd'
       if (srcIsDir && !dstIsDir) throw fsError('ENOTDIR', dst)
       if (!srcIsDir && dstIsDir) throw fsError('EISDIR', dst)
-      if (dstIsDir && this.view.readdir(dst).length > 0) throw fsError('ENOTEMPTY', dst)
+      if (dstIsDir && this.view.hasEntries(dst)) throw fsError('ENOTEMPTY', dst)
       if (isInoKey(rs.key) && rs.key === rd.key) return false
     }
     this.hooks.checkSpace(0)

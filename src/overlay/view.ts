@@ -266,6 +266,16 @@ export class View {
     return [...names]
   }
 
+  /**
+   * Does directory p hold anything: a name the view lists, or a real entry cpfs cannot show (a
+   * name that is not UTF-8, origin.ts realDirents)? Such a directory is never removed.
+   */
+  hasEntries (p: string): boolean {
+    if (this.readdir(p).length > 0) return true
+    const op = this.dirOriginPath(p)
+    return op !== null && this.origin.holdsUnshown(op)
+  }
+
   /** Upper entries at or below p (for moving a directory). */
   subtree (p: string): Array<[string, Entry]> {
     const out: Array<[string, Entry]> = []

@@ -9,8 +9,8 @@
 // A path that a pending turn also changed is a conflict: it is left alone (the next plan
 // refuses and names it) unless `force` — then the outside version is recorded the same way
 // (so it stays in the history) and the pending turn's version wins.
-import * as fs from 'node:fs'
 import { lstatReal } from '../overlay/real.js'
+import { realNames } from '../overlay/origin.js'
 import { ancestors, join } from '../overlay/paths.js'
 import { resolvedType } from '../overlay/view.js'
 import type { Session } from '../session/session.js'
@@ -70,7 +70,7 @@ export async function absorbOutsideChanges (session: Session, opts: { force?: bo
     note(p)
     covered.add(p)
     if (e.t !== 'd') return
-    for (const name of fs.readdirSync(origin.realPath(p))) recordTree(join(p, name))
+    for (const name of realNames(origin.realPath(p))) recordTree(join(p, name))
   }
 
   for (const p of drifted) {
@@ -101,7 +101,7 @@ export async function absorbOutsideChanges (session: Session, opts: { force?: bo
     }
     layer.set(p, e)
     note(p)
-    const real = new Set(fs.readdirSync(origin.realPath(p)))
+    const real = new Set(realNames(origin.realPath(p)))
     const shown = new Set(view.readdir(p))
     for (const n of shown) {
       if (real.has(n)) continue

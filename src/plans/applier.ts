@@ -8,7 +8,7 @@
 // committed (run.ts removes them), so a plan finished after a crash still finds them.
 import * as fs from 'node:fs'
 import { spawnSync } from 'node:child_process'
-import type { Origin } from '../overlay/origin.js'
+import { realNames, type Origin } from '../overlay/origin.js'
 import { ancestors, isSafePath, isWithin, join, parentOf } from '../overlay/paths.js'
 import { CpfsError } from '../errors.js'
 import { isZero, type ChunkStore } from '../store/chunks.js'
@@ -303,7 +303,7 @@ function removeReal (origin: Origin, p: string, ours?: Set<number>, keep?: Keep,
   }
   // Entry by entry through origin.realPath, which reaches paths deeper than PATH_MAX.
   let all = true
-  for (const name of fs.readdirSync(origin.realPath(p))) all = removeReal(origin, join(p, name), ours, keep, true) && all
+  for (const name of realNames(origin.realPath(p))) all = removeReal(origin, join(p, name), ours, keep, true) && all
   origin.forget(p)
   if (!all) return false
   try {

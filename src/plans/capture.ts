@@ -4,6 +4,7 @@
 // keeps history exact when it depends on real files that outside edits could change later.
 import * as fs from 'node:fs'
 import { lstatReal } from '../overlay/real.js'
+import { realDirents, realNames } from '../overlay/origin.js'
 import { join } from '../overlay/paths.js'
 import type { Session } from '../session/session.js'
 import type { BatchOp } from '../store/keys.js'
@@ -20,7 +21,7 @@ export function capture (session: Session, p: string, recursive: boolean, ops: B
   if (recursive) {
     const st = lstatReal(origin, p)
     if (st.type !== 'd') return
-    for (const name of fs.readdirSync(origin.realPath(p))) capture(session, join(p, name), true, ops)
+    for (const name of realNames(origin.realPath(p))) capture(session, join(p, name), true, ops)
   }
 }
 
@@ -42,7 +43,7 @@ export function captureOtherNames (session: Session, paths: Iterable<string>, re
   const each = (dir: string, fn: (q: string, d: fs.Dirent) => void): void => {
     let kids: fs.Dirent[]
     try {
-      kids = fs.readdirSync(origin.realPath(dir), { withFileTypes: true })
+      kids = realDirents(origin.realPath(dir))
     } catch {
       return
     }
@@ -54,7 +55,7 @@ export function captureOtherNames (session: Session, paths: Iterable<string>, re
   const walk = (dir: string): void => {
     let kids: fs.Dirent[]
     try {
-      kids = fs.readdirSync(origin.realPath(dir), { withFileTypes: true })
+      kids = realDirents(origin.realPath(dir))
     } catch {
       return
     }

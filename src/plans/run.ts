@@ -14,7 +14,7 @@ import * as fs from 'node:fs'
 import { CpfsError, isCpfsError } from '../errors.js'
 import { View, resolvedType, type Resolved } from '../overlay/view.js'
 import { ancestors, isSafePath, isWithin, join } from '../overlay/paths.js'
-import type { Origin } from '../overlay/origin.js'
+import { realNames, type Origin } from '../overlay/origin.js'
 import { fingerprintDrift, fingerprintOf } from '../store/fingerprints.js'
 import type { Session, StackChange } from '../session/session.js'
 import { decode, encode } from '../store/codec.js'
@@ -172,7 +172,7 @@ export async function noteUnseenChanges (session: Session): Promise<void> {
 function walkReal (origin: Origin, p: string, fn: (q: string, st: RealState) => void): void {
   let names: string[]
   try {
-    names = fs.readdirSync(origin.realPath(p))
+    names = realNames(origin.realPath(p))
   } catch {
     return
   }

@@ -137,7 +137,9 @@ export class Session {
       allocIno: () => { this.metaDirty = true; return this.store.allocIno() },
       checkSpace: (bytes) => this.checkSpace(bytes),
       onWrite: () => this.onWrite(),
-      onCopyUp: (p, size) => this.onCopyUp(p, size)
+      onCopyUp: (p, size) => this.onCopyUp(p, size),
+      // A chunk kept for an open file may be freed now (releaseHeadChunks).
+      onLastClose: () => { if (this.unreferenced.size) this.schedule() }
     })
   }
 
@@ -192,7 +194,7 @@ export class Session {
 
   private releaseHeadChunks (paths: Iterable<string>, ops: BatchOp[]): void {
     const headOnly = this.chunks.headOnly
-    if (headOnly.size === 0 && this.headRefs.size === 0) return
+    if (headOnly.size === 0 && this.headRefs.size === 0) return this.freeUnreferenced(ops)
     const dropped: string[] = []
     for (const p of paths) {
       const e = this.overlay.head.get(p)
@@ -207,6 +209,29 @@ export class Session {
       const n = (this.refCount.get(h) ?? 1) - 1
       if (n > 0) { this.refCount.set(h, n); continue }
       this.refCount.delete(h)
+      this.unreferenced.add(h)
+    }
+    this.freeUnreferenced(ops)
+  }
+
+  /**
+   * Head-only chunks no head path references any more. They are freed unless a file that is
+   * still open reads them (unlinked, or replaced by a rename, while a process holds it: an
+   * editor's atomic save under a reader, a deleted temporary file); then at a later batch,
+   * once it is closed.
+   */
+  private readonly unreferenced = new Set<string>()
+
+  private freeUnreferenced (ops: BatchOp[]): void {
+    if (this.unreferenced.size === 0) return
+    const open = this.overlay.openChunks()
+    for (const h of this.unreferenced) {
+      if (this.refCount.has(h) || !this.chunks.headOnly.has(h)) {
+        this.unreferenced.delete(h) // referenced again, or pinned by history
+        continue
+      }
+      if (open.has(h)) continue
+      this.unreferenced.delete(h)
       this.freedSinceCompaction += this.chunks.free(h, ops)
     }
     if (this.freedSinceCompaction >= COMPACT_AFTER_BYTES && !this.compacting) {
@@ -233,6 +258,7 @@ export class Session {
     this.chunks.pinAll()
     this.headRefs.clear()
     this.refCount.clear()
+    this.unreferenced.clear()
   }
 
   /** Rebuild the live view after the stack changed underneath (absorb); open handles stay. */
