@@ -145,9 +145,8 @@ export async function absorbOutsideChanges (session: Session, opts: { force?: bo
   meta.applied = [...meta.applied, id]
   // Outside changes are writes: a redo now would go back to a stack without them.
   meta.redo = []
-  session.chunks.drain(ops)
   ops.push(...session.fingerprintOps(), session.store.metaOp())
-  await session.store.batch(ops, true)
+  await session.syncBatch(ops)
   session.reload()
   return { turn: cp + 1, paths }
 }

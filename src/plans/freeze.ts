@@ -47,8 +47,7 @@ export async function freezeOrigin (session: Session): Promise<number> {
     capture(session, p, false, ops)
   }
   if (ops.length === 0) return 0
-  session.chunks.drain(ops)
   ops.push(...session.fingerprintOps())
-  await session.store.batch(ops, true)
+  await session.syncBatch(ops)
   return ops.length
 }

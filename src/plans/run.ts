@@ -263,9 +263,8 @@ export async function runPlan (session: Session, expected: View, target: View, t
   const journal: Journal = { id: newPlanId(), ops, expect: [...expect], targetStack: opts.targetStack.slice(), prints: [...prints] }
   if (opts.after) journal.after = opts.after
   if (opts.preOps) batch.push(...opts.preOps)
-  session.chunks.drain(batch)
   batch.push({ type: 'put', key: JOURNAL_KEY, value: encode(journal) })
-  await session.store.batch(batch, true)
+  await session.syncBatch(batch)
   return await finish(session, journal, false)
 }
 
@@ -405,8 +404,7 @@ async function rollBack (session: Session, j: Journal): Promise<void> {
   const touched = new Set(j.ops.map(o => o.path))
   const { ops, expect } = materialise(session, before, planViews(planned, before, touched).ops)
   const batch: BatchOp[] = []
-  session.chunks.drain(batch)
-  if (batch.length) await session.store.batch(batch, true)
+  await session.syncBatch(batch)
   applyOps(origin, session.chunks, ops, { planId: j.id + 'b' })
   const result = verifyPaths(origin, expect)
   removeAnchors(origin, ops, j.id + 'b')

@@ -416,7 +416,11 @@ export class Session {
     this.releaseHeadChunks(this.dirtyPaths, ops)
     this.dirtyPaths.clear()
     ops.push(...this.fingerprintOps())
-    const bytes = this.chunks.drain(ops)
+    const drained = this.chunks.drain(ops)
+    const bytes = drained.bytes
+    // Chunks of a batch that failed are retried with it, and readable until one lands.
+    const hexes = this.retryHexes.concat(drained.hexes)
+    this.retryHexes = []
     if (this.metaDirty) {
       ops.push(this.store.metaOp())
       this.metaDirty = false
@@ -429,9 +433,11 @@ export class Session {
       try {
         await this.store.batch(ops, sync)
         this.storeFailure = null
+        this.chunks.landed(hexes)
       } catch (err: any) {
         // Keep the changes for the next attempt; new writes get ENOSPC meanwhile.
         this.retryOps = ops.concat(this.retryOps)
+        this.retryHexes = hexes.concat(this.retryHexes)
         this.storeFailure = err
         throw new CpfsError('STORE_WRITE', `cannot write to the store: ${err?.cause?.message ?? err?.message}`, 'free space on the store disk', { cause: err })
       }
@@ -441,6 +447,19 @@ export class Session {
     this.compactAfter(p)
     return p
   }
+
+  /** One synced batch of `ops` and every queued chunk (plans, absorb, freeze). */
+  async syncBatch (ops: BatchOp[]): Promise<void> {
+    const { hexes } = this.chunks.drain(ops)
+    try {
+      if (ops.length) await this.store.batch(ops, true)
+    } finally {
+      this.chunks.landed(hexes)
+    }
+  }
+
+  /** Chunks (hex) of failed batches, waiting in retryOps. */
+  private retryHexes: string[] = []
 
   /** Chunk bytes handed to LevelDB and not written yet. */
   private inflight = 0

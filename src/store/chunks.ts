@@ -29,6 +29,11 @@ export class ChunkStore {
   private readonly store: Store
   /** Chunks queued for the next batch; readable before they reach LevelDB. */
   private readonly pending = new Map<string, Buffer>()
+  /**
+   * Chunks handed to LevelDB in a batch that has not completed (or failed and waits to be
+   * retried): still readable from here, whatever the read cache has let go.
+   */
+  private readonly flying = new Map<string, Buffer>()
   /** Hashes known to be in LevelDB (written or read this session). */
   private readonly known = new Set<string>()
   private readonly cache = new Map<string, Buffer>()
@@ -80,6 +85,7 @@ export class ChunkStore {
     const bytes = queued?.length ?? this.cache.get(hex)?.length ?? CHUNK_SIZE
     if (queued) this.pending.delete(hex)
     else ops.push({ type: 'del', key: chunkKey(hex) })
+    this.flying.delete(hex)
     this.known.delete(hex)
     const cached = this.cache.get(hex)
     if (cached) {
@@ -91,7 +97,7 @@ export class ChunkStore {
 
   get (hash: Buffer): Buffer {
     const hex = hash.toString('hex')
-    const p = this.pending.get(hex) ?? this.cache.get(hex)
+    const p = this.pending.get(hex) ?? this.cache.get(hex) ?? this.flying.get(hex)
     if (p) return p
     const raw = this.store.getSync(chunkKey(hex))
     if (raw === undefined) {
@@ -102,17 +108,28 @@ export class ChunkStore {
     return raw
   }
 
-  /** Move queued chunks into `ops` (they are then in flight; still readable via cache). */
-  drain (ops: BatchOp[]): number {
+  /**
+   * Move queued chunks into `ops`: they are in flight until `landed` is called with the
+   * returned hashes (once LevelDB has the batch), and readable all the while.
+   */
+  drain (ops: BatchOp[]): { bytes: number, hexes: string[] } {
     let bytes = 0
+    const hexes: string[] = []
     for (const [hex, data] of this.pending) {
       ops.push({ type: 'put', key: chunkKey(hex), value: data })
       bytes += data.length
+      hexes.push(hex)
       this.known.add(hex)
+      this.flying.set(hex, data)
       this.remember(hex, data)
     }
     this.pending.clear()
-    return bytes
+    return { bytes, hexes }
+  }
+
+  /** The batch holding these drained chunks is in LevelDB. */
+  landed (hexes: string[]): void {
+    for (const hex of hexes) this.flying.delete(hex)
   }
 
   pendingBytes (): number {
