@@ -44,6 +44,8 @@ export interface StatusInfo {
   skipped: string[]
   /** When a write in the mount was last refused because the store's disk is below the reserve (ms). */
   spaceRefusedAt?: number
+  /** Mounted: big real files whose original bytes are being read into the store. */
+  capturing?: number
   /** A plan to the real directory was interrupted; the next command that changes something finishes it. */
   interrupted?: boolean
   /** Mounted: FUSE operations answered since the mount (or the last reset), time spent, and a histogram of handler times. */

@@ -87,6 +87,7 @@ export function formatStatus (s: StatusInfo): string {
     const rows = Object.entries(s.ops.counts).sort((a, b) => (s.ops!.ms[b[0]] ?? 0) - (s.ops!.ms[a[0]] ?? 0))
     for (const [op, n] of rows) lines.push([`  ${op}`, `${n} calls, ${(s.ops.ms[op] ?? 0).toFixed(0)} ms (${((s.ops.ms[op] ?? 0) * 1000 / n).toFixed(0)} µs each)`])
   }
+  if (s.capturing) lines.push(['keeping', `the original bytes of ${s.capturing} big file${s.capturing === 1 ? '' : 's'} the mount changed are being read into the store`])
   if (s.spaceRefusedAt) lines.push(['space', `writes in the mount were refused for lack of space (last ${age(s.spaceRefusedAt)}): the store's disk is below the reserve; remove large files in the mount, or free space on the disk`])
   if (s.interrupted) lines.push(['plan', 'a plan to the real directory was interrupted; the next cpfs command that changes something (unmount, mount, rewind...) finishes it'])
   if (s.skipped.length) lines.push(['skipped', `the last plan left ${s.skipped.map(p => p.slice(1)).join(', ')} as another process wrote them`])

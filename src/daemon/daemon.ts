@@ -197,6 +197,7 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
       unmounting.end()
     }
     ch.stop()
+    await session.quiesce() // no background capture while the plan runs
     session.origin.cacheReal(false) // plans see the real directory as it is now
     try { fs.closeSync(fd) } catch {}
     await notifier.close()

@@ -66,7 +66,18 @@ export function lstatReal (origin: Origin, p: string): RealState {
  * The real file at p (reached through the origin's directory handle, never following a
  * symlink): only its data extents are read.
  */
-export function realContent (origin: Origin, p: string, store: ChunkStore | null): { size: number, data: Sparse } {
+export function realContent (origin: Origin, p: string, store: ChunkStore | null): RealContent {
+  const steps = realContentSteps(origin, p, store)
+  for (;;) {
+    const r = steps.next()
+    if (r.done) return r.value
+  }
+}
+
+export interface RealContent { size: number, data: Sparse }
+
+/** realContent one chunk at a time: it yields after each, so a caller can let other work run. */
+export function * realContentSteps (origin: Origin, p: string, store: ChunkStore | null): Generator<void, RealContent> {
   const fd = fs.openSync(origin.realPath(p), fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW)
   try {
     const size = fs.fstatSync(fd).size
@@ -92,6 +103,7 @@ export function realContent (origin: Origin, p: string, store: ChunkStore | null
         if (hex) data.push([idx, hex])
         countBytes(len)
         next = idx + 1
+        yield
       }
       pos = Math.max(end, next * CHUNK_SIZE)
     }
@@ -102,8 +114,7 @@ export function realContent (origin: Origin, p: string, store: ChunkStore | null
 }
 
 /** The real state of p as an entry (a whiteout when there is nothing); content is stored. */
-export function realEntry (origin: Origin, chunks: ChunkStore, p: string): LiveEntry | Whiteout {
-  const st = lstatReal(origin, p)
+export function realEntry (origin: Origin, chunks: ChunkStore, p: string, content?: RealContent, st = lstatReal(origin, p)): LiveEntry | Whiteout {
   if (st.blockedBy || st.type === null) return { t: 'w' }
   const meta: Meta = { mode: st.mode, uid: st.uid, gid: st.gid, atime: st.atime, mtime: st.mtime, ctime: st.ctime, ino: st.ino }
   if (st.atimeNs) meta.atimeNs = st.atimeNs
@@ -116,7 +127,7 @@ export function realEntry (origin: Origin, chunks: ChunkStore, p: string): LiveE
   if (st.type === 'd') return { t: 'd', ...meta }
   if (st.type === 'l') return { t: 'l', ...meta, target: st.target! }
   if (st.type === 'n') return { t: 'n', ...meta, fmt: st.fmt, rdev: st.rdev }
-  const real = realContent(origin, p, chunks)
+  const real = content ?? realContent(origin, p, chunks)
   return { t: 'f', ...meta, size: real.size, chunks: new Map(real.data.map(([idx, hex]) => [idx, Buffer.from(hex, 'hex')])) }
 }
 

@@ -20,7 +20,7 @@ import { entryKey, turnKey, type BatchOp } from '../store/keys.js'
 import { Store, type TurnRecord } from '../store/store.js'
 import { reserveBytes } from '../config.js'
 import { fingerprintDrift, fingerprintOf, type Fingerprint, type RealStat } from '../store/fingerprints.js'
-import { lstatReal, realEntry } from '../overlay/real.js'
+import { lstatReal, realContentSteps, realEntry } from '../overlay/real.js'
 import { parentOf } from '../overlay/paths.js'
 import { checkId, displayLine, neutralise } from './labels.js'
 
@@ -93,6 +93,8 @@ export interface SessionStatus {
   skipped: string[]
   /** Mounted: when a write was last refused because the store's disk is below the reserve (ms). */
   spaceRefusedAt?: number
+  /** Mounted: big real files whose original bytes are being read into the store (background capture). */
+  capturing?: number
 }
 
 const PERSIST_DELAY_MS = 20
@@ -342,8 +344,9 @@ export class Session {
   /**
    * The first write to an untouched real file: keep its original bytes now if it is small (a
    * shell outside the mount could overwrite it before the session ends, and the history's
-   * "before" would be lost). Big files keep pointing at the real file (copy-up stays O(1)); the
-   * session's end captures what they still need (plans/freeze.ts).
+   * "before" would be lost). Big files keep pointing at the real file (copy-up stays O(1))
+   * and are captured in the background (freezeLater); the session's end captures anything
+   * still missing (plans/freeze.ts).
    */
   private onCopyUp (originPath: string, size: number): void {
     // The real file must still be what the mount showed: bytes the processes in the mount did
@@ -358,9 +361,73 @@ export class Session {
         throw fsError('EIO', originPath, 'the real file changed outside the mount')
       }
     }
-    if (size > EAGER_CAPTURE_BYTES) return
+    if (size > EAGER_CAPTURE_BYTES) return this.freezeLater(originPath)
     const op = this.captureBase(originPath)
     if (op) this.retryOps.push(op)
+  }
+
+  // ---- background capture of big originals ----------------------------------------------
+  // A turn that changed part of a big real file keeps pointing at the real file for the rest
+  // (copy-up is O(1)). If the daemon is killed and someone edits the real file before the
+  // next mount, that turn would show bytes it never had. So the original is read into the
+  // store soon after the first write, a chunk at a time between requests; once it is a base
+  // entry, the history no longer depends on the real file. It costs what the session's end
+  // would have cost anyway (plans/freeze.ts captures what is still missing then).
+
+  private readonly toFreeze = new Set<string>()
+  private freezing: Promise<void> | null = null
+  /** Set when the session stops serving the mount: the capture in progress gives up. */
+  private quiet = false
+
+  private freezeLater (p: string): void {
+    if (this.quiet || !this.origin.servedByReal(p)) return
+    this.toFreeze.add(p)
+    this.freezing ??= this.freezeAll().finally(() => { this.freezing = null })
+  }
+
+  private async freezeAll (): Promise<void> {
+    while (!this.quiet && this.toFreeze.size) {
+      const p = this.toFreeze.values().next().value as string
+      this.toFreeze.delete(p)
+      try {
+        await this.freezeOne(p)
+      } catch (err: any) {
+        process.stderr.write(`cpfs daemon: ${new Date().toISOString()} cannot keep the original of ${p.slice(1)} yet (${err?.message ?? err}); the session's end will\n`)
+      }
+    }
+  }
+
+  private async freezeOne (p: string): Promise<void> {
+    const served = this.origin.servedStat(p)
+    const before = lstatReal(this.origin, p)
+    // Only the file the mount showed is the original; one changed from outside is drift.
+    if (!this.origin.servedByReal(p) || before.type !== 'f' || (served && fingerprintDrift(fingerprintOf(servedAsReal(served)), before))) return
+    // Never at the cost of the writes in the mount: only with room to spare above the reserve.
+    const st = fs.statfsSync(this.store.path)
+    if (st.bavail * st.bsize - this.inflight - this.chunks.pendingBytes() - before.size < 2 * this.reserveBytes) return
+    const steps = realContentSteps(this.origin, p, this.chunks)
+    let r = steps.next()
+    for (let n = 1; !r.done; n++, r = steps.next()) {
+      if (n % 16 !== 0) continue // 1 MiB between turns of the event loop
+      await new Promise(resolve => setImmediate(resolve))
+      if (this.quiet) return void steps.return(undefined as any)
+      if (this.chunks.pendingBytes() >= PERSIST_BYTES) await this.persist(false)
+      await this.backpressure()
+    }
+    const after = lstatReal(this.origin, p)
+    if (fingerprintDrift(fingerprintOf(before), after) || !this.origin.servedByReal(p)) return
+    const e = realEntry(this.origin, this.chunks, p, r.value, after)
+    this.origin.setBase(p, e)
+    if (!this.fingerprints.has(p)) this.setFingerprint(p, fingerprintOf(after))
+    this.retryOps.push(this.store.baseOp(p, e))
+    this.schedule()
+  }
+
+  /** The mount stops: no new background work; waits for the capture in progress to give up. */
+  async quiesce (): Promise<void> {
+    this.quiet = true
+    this.toFreeze.clear()
+    await this.freezing
   }
 
   /** The store ops for fingerprints changed since the last batch. */
@@ -855,11 +922,13 @@ export class Session {
       redo: this.meta.redo.length,
       headChanges: this.overlay.head.size,
       skipped: (() => { const raw = this.store.getSync('k'); return raw ? decode<string[]>(raw) : [] })(),
-      ...(this.spaceRefusedAt ? { spaceRefusedAt: this.spaceRefusedAt } : {})
+      ...(this.spaceRefusedAt ? { spaceRefusedAt: this.spaceRefusedAt } : {}),
+      ...(this.freezing ? { capturing: this.toFreeze.size + 1 } : {})
     }
   }
 
   async close (): Promise<void> {
+    await this.quiesce()
     try {
       await this.flushAll(true)
     } finally {
