@@ -62,15 +62,15 @@ export async function absorbOutsideChanges (session: Session, opts: { force?: bo
   const layer = new Map<string, Entry>()
   const covered = new Set<string>() // subtrees recorded whole
   const note = (p: string) => session.setFingerprint(p, fingerprintOf(lstatReal(origin, p)))
-  const recordTree = (p: string): void => {
-    const e = realEntry(session.origin, session.chunks, p)
+  const recordTree = async (p: string): Promise<void> => {
+    const e = await session.realEntryAsync(p)
     if (e.t !== 'w') delete e.links // recorded as a file of its own (see below)
     if (e.t === 'd') Object.assign(e, { opaque: 1, fresh: 1 })
     layer.set(p, e)
     note(p)
     covered.add(p)
     if (e.t !== 'd') return
-    for (const name of realNames(origin.realPath(p))) recordTree(join(p, name))
+    for (const name of realNames(origin.realPath(p))) await recordTree(join(p, name))
   }
 
   for (const p of drifted) {
@@ -89,7 +89,7 @@ export async function absorbOutsideChanges (session: Session, opts: { force?: bo
       continue
     }
     if (st.type !== 'd' || !cur || resolvedType(cur) !== 'd') {
-      recordTree(p)
+      await recordTree(p)
       continue
     }
     // The same directory: its own metadata, and its entries as the real directory lists them.
@@ -109,7 +109,7 @@ export async function absorbOutsideChanges (session: Session, opts: { force?: bo
       session.setFingerprint(join(p, n), fingerprintOf(lstatReal(origin, join(p, n))))
       covered.add(join(p, n))
     }
-    for (const n of real) if (!shown.has(n)) recordTree(join(p, n))
+    for (const n of real) if (!shown.has(n)) await recordTree(join(p, n))
   }
 
   // A name of a linked file that changed outside is recorded as a file of its own: its inode

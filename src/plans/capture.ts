@@ -14,14 +14,14 @@ import type { BatchOp } from '../store/keys.js'
  * entry, once: later captures of the same path keep the first. The fingerprint records what
  * was captured.
  */
-export function capture (session: Session, p: string, recursive: boolean, ops: BatchOp[]): void {
+export async function capture (session: Session, p: string, recursive: boolean, ops: BatchOp[]): Promise<void> {
   const origin = session.origin
-  const op = session.captureBase(p)
+  const op = await session.captureBaseAsync(p)
   if (op) ops.push(op)
   if (recursive) {
     const st = lstatReal(origin, p)
     if (st.type !== 'd') return
-    for (const name of realNames(origin.realPath(p))) capture(session, join(p, name), true, ops)
+    for (const name of realNames(origin.realPath(p))) await capture(session, join(p, name), true, ops)
   }
 }
 
@@ -31,7 +31,7 @@ export function capture (session: Session, p: string, recursive: boolean, ops: B
  * (their base entries share the real inode number and link count), never one captured name
  * beside a real one that kept the same inode number as a different file.
  */
-export function captureOtherNames (session: Session, paths: Iterable<string>, removedDirs: Iterable<string>, ops: BatchOp[]): void {
+export async function captureOtherNames (session: Session, paths: Iterable<string>, removedDirs: Iterable<string>, ops: BatchOp[]): Promise<void> {
   const origin = session.origin
   const inos = new Set<number>()
   const note = (p: string): void => {
@@ -52,7 +52,7 @@ export function captureOtherNames (session: Session, paths: Iterable<string>, re
   const collect = (dir: string): void => each(dir, (q, d) => d.isDirectory() ? collect(q) : d.isFile() ? note(q) : undefined)
   for (const p of removedDirs) if (lstatReal(origin, p).type === 'd') collect(p)
   if (inos.size === 0) return
-  const walk = (dir: string): void => {
+  const walk = async (dir: string): Promise<void> => {
     let kids: fs.Dirent[]
     try {
       kids = realDirents(origin.realPath(dir))
@@ -61,9 +61,9 @@ export function captureOtherNames (session: Session, paths: Iterable<string>, re
     }
     for (const d of kids) {
       const q = join(dir, d.name)
-      if (d.isDirectory()) walk(q)
-      else if (d.isFile() && inos.has(lstatReal(origin, q).ino)) capture(session, q, false, ops)
+      if (d.isDirectory()) await walk(q)
+      else if (d.isFile() && inos.has(lstatReal(origin, q).ino)) await capture(session, q, false, ops)
     }
   }
-  walk('/')
+  await walk('/')
 }

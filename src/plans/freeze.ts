@@ -30,7 +30,7 @@ export async function freezeOrigin (session: Session): Promise<number> {
   }
   const ops: BatchOp[] = []
   const origin = session.origin
-  for (const p of trees) capture(session, p, true, ops)
+  for (const p of trees) await capture(session, p, true, ops)
   for (const p of files) {
     if (!origin.servedByReal(p)) continue
     const real = lstatReal(origin, p)
@@ -44,7 +44,7 @@ export async function freezeOrigin (session: Session): Promise<number> {
     if (real.type === null) continue // nothing real there: nothing to keep
     // Changed outside since cpfs saw it: that is not the original (absorb and drift deal with it).
     if (f && fingerprintDrift(f, real)) continue
-    capture(session, p, false, ops)
+    await capture(session, p, false, ops)
   }
   if (ops.length === 0) return 0
   ops.push(...session.fingerprintOps())

@@ -254,11 +254,11 @@ export async function runPlan (session: Session, expected: View, target: View, t
   const capturing = phase('keeping originals', 'paths', ops.length)
   for (const op of ops) {
     const real = lstatReal(origin, op.path)
-    if (real.blockedBy) capture(session, real.blockedBy, false, batch)
-    capture(session, op.path, op.op === 'remove' && op.type === 'd', batch)
+    if (real.blockedBy) await capture(session, real.blockedBy, false, batch)
+    await capture(session, op.path, op.op === 'remove' && op.type === 'd', batch)
     capturing.item()
   }
-  captureOtherNames(session, ops.map(op => op.path), ops.filter(op => op.op === 'remove' && op.type === 'd').map(op => op.path), batch)
+  await captureOtherNames(session, ops.map(op => op.path), ops.filter(op => op.op === 'remove' && op.type === 'd').map(op => op.path), batch)
   capturing.end()
   const journal: Journal = { id: newPlanId(), ops, expect: [...expect], targetStack: opts.targetStack.slice(), prints: [...prints] }
   if (opts.after) journal.after = opts.after

@@ -15,7 +15,7 @@ import { Overlay } from '../overlay/overlay.js'
 import { View } from '../overlay/view.js'
 import { ChunkStore } from '../store/chunks.js'
 import { decode, encode, encodeEntry } from '../store/codec.js'
-import { chunkLen, inoOfKey, isInoKey, type Entry } from '../store/entries.js'
+import { chunkLen, inoOfKey, isInoKey, type Entry, type LiveEntry, type Whiteout } from '../store/entries.js'
 import { entryKey, turnKey, type BatchOp } from '../store/keys.js'
 import { Store, type TurnRecord } from '../store/store.js'
 import { reserveBytes } from '../config.js'
@@ -104,6 +104,8 @@ const MAX_INFLIGHT_BYTES = 64 * 1024 * 1024
 const COMPACT_AFTER_BYTES = 32 * 1024 * 1024
 /** Real files up to this size have their original bytes kept at the first write (onCopyUp). */
 const EAGER_CAPTURE_BYTES = Number(process.env.CPFS_EAGER_CAPTURE_BYTES ?? 1024 * 1024)
+/** Chunks a capture of real files holds in memory before it writes them to the store. */
+const SPILL_BYTES = 32 * 1024 * 1024
 const PERSIST_BYTES = 16 * 1024 * 1024
 
 export class Session {
@@ -339,6 +341,43 @@ export class Session {
     this.origin.setBase(p, e)
     if (!this.fingerprints.has(p)) this.setFingerprint(p, fingerprintOf(lstatReal(this.origin, p)))
     return this.store.baseOp(p, e)
+  }
+
+  /**
+   * captureBase for plans, absorb and freeze, which may read files of any size: the chunks go
+   * to the store as they are read (spill), so memory holds at most SPILL_BYTES of them.
+   */
+  async captureBaseAsync (p: string): Promise<BatchOp | null> {
+    if (!this.origin.servedByReal(p)) return null
+    const e = await this.realEntryAsync(p)
+    this.origin.setBase(p, e)
+    if (!this.fingerprints.has(p)) this.setFingerprint(p, fingerprintOf(lstatReal(this.origin, p)))
+    return this.store.baseOp(p, e)
+  }
+
+  /** realEntry of real path p, its chunks written to the store as they are read. */
+  async realEntryAsync (p: string): Promise<LiveEntry | Whiteout> {
+    const st = lstatReal(this.origin, p)
+    if (st.type !== 'f' || st.blockedBy) return realEntry(this.origin, this.chunks, p, undefined, st)
+    const steps = realContentSteps(this.origin, p, this.chunks)
+    let r = steps.next()
+    for (; !r.done; r = steps.next()) if (this.chunks.pendingBytes() >= SPILL_BYTES) await this.spill()
+    return realEntry(this.origin, this.chunks, p, r.value, st)
+  }
+
+  /**
+   * Write the queued chunks now, in a batch of their own: a chunk in the store that nothing
+   * references yet is harmless (a crash leaves it for garbage collection), and the batch that
+   * references it comes later in the same log.
+   */
+  async spill (): Promise<void> {
+    const ops: BatchOp[] = []
+    const { hexes } = this.chunks.drain(ops)
+    try {
+      if (ops.length) await this.store.batch(ops, false)
+    } finally {
+      this.chunks.landed(hexes)
+    }
   }
 
   /**
