@@ -561,6 +561,8 @@ if (canMount) {
     t.ok(buf.readUInt32LE(44) >= 36, `fuse_init_in.minor ${buf.readUInt32LE(44)} >= 36`)
     t.ok(buf.readUInt32LE(52) & FUSE_INIT_EXT, 'the kernel offers FUSE_INIT_EXT')
     t.equal(native.readBatch(fd, buf, 8192, 4), 0, 'nothing more until INIT is answered')
+    t.equal(native.readBatch(fd, buf, 8192, 4, 200), 0, 'also after spinning 200 µs for one')
+    t.throws(() => native.readBatch(fd, buf, 8192, 4, -1), RangeError, 'spinUs must not be negative')
     t.throws(() => native.backingOpen(fd, 0), { code: 'EPERM', syscall: 'ioctl' }, 'no backing files before passthrough is negotiated')
 
     native.umount2(dir, N.MNT_DETACH)

@@ -18,6 +18,9 @@ const MIN_FREE = MAX_WRITE + 64 * 1024
 const READ_BUF = 4 * MIN_FREE
 /** Requests handled per wake-up before giving the event loop a turn (timers, control socket). */
 const BATCH = 64
+/** Microseconds to wait for the next request before sleeping (0: never spin), and how many batches one wake-up may serve. */
+const SPIN_US = Number(process.env.CPFS_SPIN_US ?? 50)
+const SPIN_ROUNDS = 256
 
 export type Handler = (req: Request, ch: Channel) => void
 
@@ -71,14 +74,22 @@ export class Channel {
     if (this.ended) return
     // An error status (the kernel reports POLLERR once the connection is gone): a read tells.
     void status
-    const n = this.nat.readBatch(this.fd, this.inBuf, MIN_FREE, BATCH)
-    if (n === -103) return this.end('the connection was aborted (/sys/fs/fuse/connections/N/abort)')
-    if (n < 0) return this.end('the mount was unmounted')
-    let off = 0
-    for (let i = 0; i < n; i++) {
-      const req = new Request(this.inBuf, off)
-      off += align8(req.len)
-      this.dispatch(req)
+    let n = this.nat.readBatch(this.fd, this.inBuf, MIN_FREE, BATCH)
+    for (let round = 0; ; round++) {
+      if (n === -103) return this.end('the connection was aborted (/sys/fs/fuse/connections/N/abort)')
+      if (n < 0) return this.end('the mount was unmounted')
+      let off = 0
+      for (let i = 0; i < n; i++) {
+        const req = new Request(this.inBuf, off)
+        off += align8(req.len)
+        this.dispatch(req)
+      }
+      // Busy polling: the caller that was just answered usually sends its next request within
+      // microseconds; waiting for it here is cheaper than sleeping in the event loop and paying
+      // a CPU wake-up for it. Not while a reply waits for the store (its completion comes
+      // through the event loop), and never for long (timers and the control socket wait too).
+      if (n === 0 || SPIN_US === 0 || this.waiting.size > 0 || round >= SPIN_ROUNDS) return
+      n = this.nat.readBatch(this.fd, this.inBuf, MIN_FREE, BATCH, SPIN_US)
     }
   }
 

@@ -28,6 +28,7 @@
 #include <sys/sysmacros.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -395,25 +396,47 @@ static napi_value js_set_non_blocking (napi_env env, napi_callback_info info) {
 
 #define FUSE_IN_HEADER_SIZE 40 /* sizeof(struct fuse_in_header): every request starts with one */
 
-// readBatch(fd, buf, minFree, maxCount) -> count, 0 (nothing ready) or -19 (connection ended).
-// One request per read(2): the kernel never merges requests, and each read is offered all the
-// space left (at least minFree) because a request that does not fit is failed, not split.
+// readBatch(fd, buf, minFree, maxCount[, spinUs]) -> count, 0 (nothing ready) or -19 (connection
+// ended). One request per read(2): the kernel never merges requests, and each read is offered all
+// the space left (at least minFree) because a request that does not fit is failed, not split.
+// With spinUs > 0 and nothing ready yet, it keeps trying for up to that many microseconds before
+// returning 0: on a virtual machine whose idle CPUs halt, a request that arrives while the
+// daemon sleeps costs a wake-up of the whole CPU, several times the request itself.
 static napi_value js_read_batch (napi_env env, napi_callback_info info) {
-  napi_value argv[4];
+  napi_value argv[5];
+  size_t argc = 5;
   int fd;
   void *data;
   size_t len, off = 0;
-  int64_t min_free, max_count, count = 0;
-  if (!get_args(env, info, 4, argv) || !arg_fd(env, argv[0], "fd", &fd) ||
-      !arg_buf(env, argv[1], "buf", &data, &len)) return NULL;
+  int64_t min_free, max_count, spin_us = 0, count = 0;
+  struct timespec deadline = { 0, 0 };
+  TRY(napi_get_cb_info(env, info, &argc, argv, NULL, NULL));
+  if (argc < 4) { bad_arg(env, false, "arguments", "fd, buf, minFree, maxCount[, spinUs]"); return NULL; }
+  if (!arg_fd(env, argv[0], "fd", &fd) || !arg_buf(env, argv[1], "buf", &data, &len)) return NULL;
   if (len == 0) { bad_arg(env, true, "buf", "a non-empty Buffer"); return NULL; }
   if (!arg_int(env, argv[2], "minFree", 1, (int64_t)len, &min_free) ||
       !arg_int(env, argv[3], "maxCount", 1, INT32_MAX, &max_count)) return NULL;
+  if (argc > 4 && !arg_int(env, argv[4], "spinUs", 0, 1000000, &spin_us)) return NULL;
   while (count < max_count && off < len && len - off >= (size_t)min_free) {
     ssize_t n = read(fd, (char *)data + off, len - off);
     int err = n < 0 ? errno : n < FUSE_IN_HEADER_SIZE ? EIO : 0; // too short to be a request
     if (err == EINTR) continue;
     if (err && count > 0) break; // hand over what we have; the next call sees the error again
+    if (err == EAGAIN && spin_us > 0) {
+      struct timespec now;
+      clock_gettime(CLOCK_MONOTONIC, &now);
+      if (deadline.tv_sec == 0 && deadline.tv_nsec == 0) {
+        int64_t ns = now.tv_nsec + spin_us * 1000;
+        deadline.tv_sec = now.tv_sec + ns / 1000000000;
+        deadline.tv_nsec = ns % 1000000000;
+      }
+      if (now.tv_sec < deadline.tv_sec || (now.tv_sec == deadline.tv_sec && now.tv_nsec < deadline.tv_nsec)) {
+#if defined(__x86_64__) || defined(__i386__)
+        __builtin_ia32_pause();
+#endif
+        continue;
+      }
+    }
     if (err == EAGAIN) return number(env, 0);
     // The connection has ended: unmounted (ENODEV), or aborted (ECONNABORTED with
     // FUSE_ABORT_ERROR; a read racing with any end of the connection may also see it).

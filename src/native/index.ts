@@ -58,9 +58,10 @@ export interface Native {
    * least minFree bytes are left and fewer than maxCount were read. Returns the count, 0 when
    * none was ready, or a negative errno when the connection has ended: -ENODEV (-19), or
    * -ECONNABORTED (-103) when it was aborted. Walk them by the uint32
-   * little-endian `len` at the start of each fuse_in_header.
+   * little-endian `len` at the start of each fuse_in_header. With `spinUs`, an empty device is
+   * read again for up to that many microseconds before 0 is returned (busy polling).
    */
-  readBatch (fd: number, buf: Buffer, minFree: number, maxCount: number): number
+  readBatch (fd: number, buf: Buffer, minFree: number, maxCount: number, spinUs?: number): number
   /**
    * Calls onReadable(0) on the JS thread while fd is readable (level-triggered: read until
    * readBatch returns 0), or onReadable(UV_EBADF) once when the device reports POLLERR (the
