@@ -84,6 +84,22 @@ if (fuseAvailable(t)) {
     t.same(manifest(w.ws), view, 'every closed file is back after kill -9')
   })
 
+  t.test('what was answered before LevelDB had it comes back from the write-ahead log after kill -9', async t => {
+    // The logged batches would go on to LevelDB only after a minute: the kill comes first.
+    const w = workspace(t, TREE, { env: { CPFS_WAL_SUBMIT_MS: '60000' } })
+    w.ok('mount', w.ws)
+    w.run('for i in $(seq 1 30); do echo "file $i" > f$i; done && mkdir -p new/dir && mv f1 new/dir/moved && chmod 600 f2 && ln -s f3 sym && rm f4 && ln f5 f5-link && sed -i s/top/TOP/ top && rm -r a/b')
+    const view = manifest(w.ws)
+    const store = fs.readdirSync(w.home).map(n => join(w.home, n, 'store')).find(p => fs.existsSync(p))!
+    t.ok(fs.statSync(join(store, 'wal')).size > 0, 'the changes are in the log')
+    await kill9(w.home)
+    w.ok('mount', w.ws)
+    t.same(manifest(w.ws), view, 'every answered change is back after kill -9')
+    t.equal(fs.statSync(join(store, 'wal')).size, 0, 'replayed into LevelDB, the log starts over')
+    w.ok('unmount', w.ws)
+    t.same(manifest(w.ws), view, 'and is applied')
+  })
+
   t.test('a big real file changed in part, then kill -9 and an outside overwrite: the sealed turn keeps its bytes', async t => {
     // 2 MiB of 'A': bigger than the eager capture at the first write, so the turn first points
     // at the real file for the bytes it did not change; the daemon keeps them in the background.

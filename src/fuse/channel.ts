@@ -149,8 +149,9 @@ export class Channel {
     this.write(this.head, OUT_HEADER)
   }
 
-  /** Run an asynchronous wait (durability) and reply when it settles; INTERRUPT may cut it short. */
-  later (req: Request, p: Promise<void>, name: string): void {
+  /** Run an asynchronous wait (durability) and reply when it settles (null: done already); INTERRUPT may cut it short. */
+  later (req: Request, p: Promise<void> | null, name: string): void {
+    if (p === null) return this.error(req, 0)
     const t0 = performance.now()
     this.waiting.set(req.unique, req)
     p.then(
@@ -162,10 +163,11 @@ export class Channel {
   }
 
   /**
-   * Reply once `p` settles: `encode` then puts the body in `out` and returns its length
-   * (namespace changes answer once the store has them, see Session.durable).
+   * Reply once `p` settles (null: now): `encode` then puts the body in `out` and returns its
+   * length (namespace changes answer once they are durable, see Session.durable).
    */
-  after (req: Request, p: Promise<void>, encode: () => number): void {
+  after (req: Request, p: Promise<void> | null, encode: () => number): void {
+    if (p === null) return this.send(req, encode())
     this.waiting.set(req.unique, req)
     p.then(
       () => {

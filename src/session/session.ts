@@ -17,6 +17,7 @@ import { ChunkStore } from '../store/chunks.js'
 import { decode, encode, encodeEntry } from '../store/codec.js'
 import { chunkLen, inoOfKey, isInoKey, type Entry, type LiveEntry, type Whiteout } from '../store/entries.js'
 import { entryKey, turnKey, type BatchOp } from '../store/keys.js'
+import { walSeqOp } from '../store/wal.js'
 import { Store, type TurnRecord } from '../store/store.js'
 import { reserveBytes } from '../config.js'
 import { fingerprintDrift, fingerprintOf, type Fingerprint, type RealStat } from '../store/fingerprints.js'
@@ -98,6 +99,15 @@ export interface SessionStatus {
 }
 
 const PERSIST_DELAY_MS = 20
+/** Batches with more file data than this go to LevelDB directly, not through the log. */
+const WAL_RECORD_BYTES = 1024 * 1024
+/** Logged batches go on to LevelDB this many ms after the first, or at this many bytes. */
+const WAL_SUBMIT_MS = Number(process.env.CPFS_WAL_SUBMIT_MS ?? 5)
+const WAL_SUBMIT_BYTES = 8 * 1024 * 1024
+/** The log's file is emptied once LevelDB has all of it; past this size, it is made to. */
+const WAL_MAX_BYTES = 16 * 1024 * 1024
+/** CPFS_WAL=0: every durable answer waits for LevelDB, as before the log (for measuring). */
+const WAL_ON = process.env.CPFS_WAL !== '0'
 /** Chunk bytes in flight to LevelDB above which writes wait (see backpressure()). */
 const MAX_INFLIGHT_BYTES = 64 * 1024 * 1024
 /** Once this much was freed from the store, LevelDB compacts the chunks so the disk gets it back. */
@@ -485,19 +495,26 @@ export class Session {
 
   noteWritten (bytes: number): void {
     this.unflushedBytes += bytes
-    if (this.unflushedBytes >= PERSIST_BYTES) void this.persist(false)
+    if (this.unflushedBytes >= PERSIST_BYTES) this.persist(false)?.catch(() => {})
   }
 
   private schedule (): void {
     if (this.timer) return
     this.timer = setTimeout(() => {
       this.timer = null
-      this.persist(false).catch(() => {})
+      this.persist(false)?.catch(() => {})
     }, PERSIST_DELAY_MS)
   }
 
-  /** Collect every pending change into one batch (synchronously) and queue it. */
-  persist (sync: boolean): Promise<void> {
+  /**
+   * Collect every pending change into one batch, synchronously, and hand it on. Returns null
+   * when the batch is durable already (against kill -9 of the daemon): it went to the
+   * write-ahead log (store/wal.ts) and reaches LevelDB a few milliseconds later with others.
+   * Otherwise it returns a promise for its LevelDB batch: `sync` (fsync, sealed turns), file
+   * data over WAL_RECORD_BYTES, a retry after a failed batch, or while such a batch is still
+   * on its way (a logged batch must never reach LevelDB, on replay, without one before it).
+   */
+  persist (sync: boolean): Promise<void> | null {
     if (this.timer) {
       clearTimeout(this.timer)
       this.timer = null
@@ -533,22 +550,76 @@ export class Session {
     }
     if (retrying) lastOpPerKey(ops)
     this.unflushedBytes = 0
-    this.inflight += bytes
-    const run = async (): Promise<void> => {
-      if (ops.length === 0 && !sync) return
+    // A log that keeps growing (LevelDB never caught up with it while busy) is drained by one
+    // batch that is not logged: nothing is logged while it is on its way, so it empties the log.
+    if (!sync && !retrying && this.unlogged === 0 && bytes <= WAL_RECORD_BYTES && this.store.wal.size < WAL_MAX_BYTES && WAL_ON) {
+      if (ops.length === 0) return null
       try {
-        await this.store.batch(ops, sync)
+        this.store.wal.append(ops)
+      } catch (err: any) {
+        this.retryOps = ops
+        this.retryHexes = hexes
+        this.storeFailure = err
+        return Promise.reject(storeWriteError(err))
+      }
+      this.walOps.push(...ops)
+      this.walHexes.push(...hexes)
+      this.walBytes += bytes
+      this.inflight += bytes
+      if (this.walBytes >= WAL_SUBMIT_BYTES) void this.submit([], [], 0, false).catch(() => {})
+      else this.walTimer ??= setTimeout(() => { this.walTimer = null; void this.submit([], [], 0, false).catch(() => {}) }, WAL_SUBMIT_MS)
+      return null
+    }
+    return this.submit(ops, hexes, bytes, sync)
+  }
+
+  // Logged batches not yet handed to LevelDB (persist), and the timer that hands them on.
+  private walOps: BatchOp[] = []
+  private walHexes: string[] = []
+  private walBytes = 0
+  private walTimer: NodeJS.Timeout | null = null
+  /** LevelDB batches on their way that hold changes the log does not (persist). */
+  private unlogged = 0
+
+  /**
+   * One LevelDB batch on the ordered chain: the logged batches not yet in LevelDB come first
+   * (with the log's sequence number, so that replaying the log skips them), then `ops`.
+   */
+  private submit (ops: BatchOp[], hexes: string[], bytes: number, sync: boolean): Promise<void> {
+    if (this.walTimer) {
+      clearTimeout(this.walTimer)
+      this.walTimer = null
+    }
+    const logged = this.walOps.length > 0
+    const seq = this.store.wal.seq
+    const all = logged ? [...this.walOps, ...ops, walSeqOp(seq)] : ops
+    const allHexes = logged ? this.walHexes.concat(hexes) : hexes
+    const allBytes = this.walBytes + bytes
+    this.walOps = []
+    this.walHexes = []
+    this.walBytes = 0
+    this.inflight += bytes
+    const unlogged = ops.length > 0 || sync
+    if (unlogged) this.unlogged++
+    const run = async (): Promise<void> => {
+      if (all.length === 0 && !sync) return
+      try {
+        await this.store.batch(all, sync)
         this.storeFailure = null
-        this.chunks.landed(hexes)
+        this.chunks.landed(allHexes)
+        if (logged) this.store.wal.landed(seq)
       } catch (err: any) {
         // Keep the changes for the next attempt; new writes get ENOSPC meanwhile.
-        this.retryOps = ops.concat(this.retryOps)
-        this.retryHexes = hexes.concat(this.retryHexes)
+        this.retryOps = all.concat(this.retryOps)
+        this.retryHexes = allHexes.concat(this.retryHexes)
         this.storeFailure = err
-        throw new CpfsError('STORE_WRITE', `cannot write to the store: ${err?.cause?.message ?? err?.message}`, 'free space on the store disk', { cause: err })
+        throw storeWriteError(err)
       }
     }
-    const p = this.chain.then(run, run).finally(() => { this.inflight -= bytes })
+    const p = this.chain.then(run, run).finally(() => {
+      this.inflight -= allBytes
+      if (unlogged) this.unlogged--
+    })
     this.chain = p.catch(() => {})
     this.compactAfter(p)
     return p
@@ -581,17 +652,21 @@ export class Session {
   private soon: Promise<void> | null = null
 
   /**
-   * A promise for the batch that will hold every change made so far: namespace and metadata
-   * changes (create, rename, unlink, chmod...) answer only once LevelDB has them, so an
-   * operation that returned survives kill -9 of the daemon. Changes made while the current
-   * wake-up's requests run share one batch (it is cut after them, in setImmediate).
+   * Every change made so far made durable against kill -9 of the daemon: namespace and
+   * metadata changes (create, rename, unlink, chmod...) are answered only then. null: it is
+   * already (logged, see persist). Otherwise a promise; changes made while the current
+   * wake-up's requests run then share one batch (it is cut after them, in setImmediate).
    */
-  durable (): Promise<void> {
+  durable (): Promise<void> | null {
+    // Logged at once (the usual case): durable now, answered now.
+    if (this.unlogged === 0 && this.retryOps.length === 0 && !this.soon) return this.persist(false)
     if (!this.soon) {
       this.soon = new Promise<void>((resolve, reject) => {
         setImmediate(() => {
           this.soon = null
-          this.persist(false).then(resolve, reject)
+          const p = this.persist(false)
+          if (p) p.then(resolve, reject)
+          else resolve()
         })
       })
     }
@@ -603,7 +678,7 @@ export class Session {
    * (so callers can change the stack right after, before any other op runs) and the promise
    * resolves once the store has it (durably with sync).
    */
-  flushAll (sync: boolean): Promise<void> {
+  flushAll (sync: boolean): Promise<void> | null {
     for (const [p, node] of this.overlay.nodes) if (node.dirty.size > 0) this.dirtyPaths.add(p)
     return this.persist(sync)
   }
@@ -725,10 +800,7 @@ export class Session {
   private async commit (ops: BatchOp[]): Promise<void> {
     ops.push(this.store.metaOp())
     this.metaDirty = false
-    const run = () => this.store.batch(ops, true)
-    const p = this.chain.then(run, run)
-    this.chain = p.catch(() => {})
-    await p
+    await this.submit(ops, [], 0, true)
   }
 
   /** The turns (numbers) of the stack that carry this id. */
@@ -970,6 +1042,7 @@ export class Session {
     await this.quiesce()
     try {
       await this.flushAll(true)
+      this.store.wal.landed(this.store.wal.seq, true) // LevelDB has everything: the log starts over
     } finally {
       this.origin.closeFds()
       await this.store.close()
@@ -997,4 +1070,8 @@ export function lastOpPerKey (ops: BatchOp[]): void {
 function servedAsReal (st: OriginStat | null): RealStat {
   if (st === null) return { type: null, ino: 0, size: 0, mode: 0, mtime: 0, mtimeNs: 0, ctime: 0, ctimeNs: 0 }
   return { type: st.t, ino: st.ino, size: st.size, mode: st.mode & 0o7777, mtime: st.mtime, mtimeNs: st.mtimeNs, ctime: st.ctime, ctimeNs: st.ctimeNs }
+}
+
+function storeWriteError (err: any): CpfsError {
+  return new CpfsError('STORE_WRITE', `cannot write to the store: ${err?.cause?.message ?? err?.message}`, 'free space on the store disk', { cause: err })
 }

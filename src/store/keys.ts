@@ -7,6 +7,7 @@
 //   c<hex>            chunk bytes, keyed by SHA-256
 //   o<path>           fingerprint: what cpfs last knew of the real path (store/fingerprints.ts)
 //   j                 the journal of a plan in progress
+//   w                 the last write-ahead-log record LevelDB holds (wal.ts)
 
 export const META_KEY = 'm'
 export const JOURNAL_KEY = 'j'

@@ -10,6 +10,7 @@ import { decode, decodeEntry, encode, encodeEntry } from './codec.js'
 import type { Entry } from './entries.js'
 import { META_KEY, baseKey, entryPrefix, prefixEnd, turnKey, type BatchOp } from './keys.js'
 import { FINGERPRINT_PREFIX, fingerprintKey, type Fingerprint } from './fingerprints.js'
+import { WAL_SEQ_KEY, Wal, walSeqOp } from './wal.js'
 
 export type { BatchOp } from './keys.js'
 
@@ -69,6 +70,8 @@ export class Store {
   readonly path: string
   readonly db: ClassicLevel<string, Buffer>
   meta!: StoreMeta
+  /** Batches answered before LevelDB has them (wal.ts). */
+  wal!: Wal
 
   private constructor (path: string) {
     this.path = path
@@ -107,6 +110,12 @@ export class Store {
       }
       throw new CpfsError('STORE_OPEN', `cannot open store ${path}: ${cause?.message ?? err?.message}`, 'check the path and its permissions', { cause: err })
     }
+    try {
+      await store.replayWal()
+    } catch (err: any) {
+      await store.close()
+      throw new CpfsError('STORE_OPEN', `cannot replay the write-ahead log of store ${path}: ${err?.message ?? err}`, 'free space on the store disk and run the command again; nothing was lost', { cause: err })
+    }
     const raw = store.db.getSync(META_KEY)
     if (raw) {
       // (version checked below; an older store is upgraded in memory and saved as 3 with its next batch)
@@ -135,6 +144,23 @@ export class Store {
       ], { sync: true })
     }
     return store
+  }
+
+  /**
+   * Bring LevelDB up to date with the write-ahead log: a daemon killed after answering an
+   * operation, before LevelDB had it. Records are applied in order, each with its sequence
+   * number (so a crash here just replays again), the last one synced; then the log starts over.
+   */
+  private async replayWal (): Promise<void> {
+    this.wal = Wal.open(this.path)
+    const raw = this.db.getSync(WAL_SEQ_KEY)
+    const applied = raw ? decode<number>(raw) : 0
+    const records = this.wal.records().filter(r => r.seq > applied)
+    for (const [i, r] of records.entries()) {
+      await this.db.batch([...r.ops, walSeqOp(r.seq)] as any, { sync: i === records.length - 1 })
+    }
+    this.wal.seq = Math.max(applied, ...records.map(r => r.seq))
+    this.wal.landed(this.wal.seq, true)
   }
 
   metaOp (): BatchOp {
@@ -195,5 +221,6 @@ export class Store {
 
   async close (): Promise<void> {
     if (this.db.status === 'open') await this.db.close()
+    this.wal?.close()
   }
 }
