@@ -156,6 +156,8 @@ export interface OverlayHooks {
   checkSpace: (bytes: number) => void
   /** The first write after a rewind clears the redo stack. */
   onWrite: () => void
+  /** Data was written into the file at this head path (its entry changed too: size, times). */
+  onData?: (path: string) => void
   /** The last handle of a file was closed. */
   onLastClose?: () => void
   /** The content of an untouched origin file is about to change (its first write, truncate...). */
@@ -544,7 +546,7 @@ export class Overlay {
     }
     if (end > e.size) e.size = end
     this.stamp(e, true)
-    if (node.key) this.hooks.onChange(node.key)
+    if (node.key) (this.hooks.onData ?? this.hooks.onChange)(node.key)
     return modeChanged
   }
 
@@ -714,6 +716,9 @@ export class Overlay {
     for (const { node } of this.handles.values()) {
       if (done.has(node) || !node.entry) continue
       done.add(node)
+      // Still the entry of its name (or record): its chunks are the head's, counted there.
+      // (Only files whose name went hold chunks of their own: usually none or a few.)
+      if (node.key !== null && this.head.get(node.key) === node.entry) continue
       for (const h of node.entry.chunks.values()) if (h) out.add(h.toString('hex'))
     }
     return out

@@ -128,7 +128,7 @@ export class Session {
   readonly openedAt = Date.now()
   /** Layers loaded in memory: the stack's and any a redo may return to. */
   readonly layers = new Map<number, Map<string, Entry>>()
-  private readonly dirtyPaths = new Set<string>()
+  private dirtyPaths = new Set<string>()
   private metaDirty = false
   private timer: NodeJS.Timeout | null = null
   private chain: Promise<void> = Promise.resolve()
@@ -148,6 +148,7 @@ export class Session {
     const view = new View(this.origin)
     this.overlay = new Overlay(view, new Map(), this.origin, this.chunks, {
       onChange: (p) => this.changed(p),
+      onData: (p) => this.changedData(p),
       allocIno: () => { this.metaDirty = true; return this.store.allocIno() },
       checkSpace: (bytes) => this.checkSpace(bytes),
       onWrite: () => this.onWrite(),
@@ -301,6 +302,7 @@ export class Session {
   private collecting: Set<string> | null = null
 
   private changed (p: string): void {
+    this.dataOnly.delete(p)
     this.collecting?.add(p)
     this.dirtyPaths.add(p)
     if (isInoKey(p)) {
@@ -313,6 +315,21 @@ export class Session {
     }
     this.schedule()
   }
+
+  /**
+   * A write into a file: like `changed`, but if nothing else about p changed since the last
+   * batch, a batch made for durability (Session.durable) may leave p for the next one, so that
+   * a namespace change does not re-encode a big file being written (its data is promised at
+   * close or fsync, which take everything).
+   */
+  private changedData (p: string): void {
+    const meta = this.dirtyPaths.has(p) && !this.dataOnly.has(p)
+    this.changed(p)
+    if (!meta) this.dataOnly.add(p)
+  }
+
+  /** Dirty paths whose only changes since the last batch are written data (changedData). */
+  private readonly dataOnly = new Set<string>()
 
   /**
    * Fingerprints of the real paths the history depends on (store/fingerprints.ts): recorded
@@ -514,8 +531,8 @@ export class Session {
    * data over WAL_RECORD_BYTES, a retry after a failed batch, or while such a batch is still
    * on its way (a logged batch must never reach LevelDB, on replay, without one before it).
    */
-  persist (sync: boolean): Promise<void> | null {
-    if (this.timer) {
+  persist (sync: boolean, metaOnly = false): Promise<void> | null {
+    if (this.timer && !metaOnly) {
       clearTimeout(this.timer)
       this.timer = null
     }
@@ -526,7 +543,15 @@ export class Session {
     this.retryOps = []
     const layer = this.headLayer
     const head = this.overlay.head
-    for (const p of this.dirtyPaths) {
+    let paths: Iterable<string> = this.dirtyPaths
+    if (metaOnly && this.dataOnly.size) {
+      paths = [...this.dirtyPaths].filter(p => !this.dataOnly.has(p))
+      this.dirtyPaths = new Set(this.dataOnly)
+    } else {
+      this.dirtyPaths = new Set()
+      this.dataOnly.clear()
+    }
+    for (const p of paths) {
       const node = this.overlay.nodes.get(p)
       if (node) {
         this.overlay.flushNode(node)
@@ -536,8 +561,7 @@ export class Session {
       if (e) ops.push({ type: 'put', key: entryKey(layer, p), value: encodeEntry(e) })
       else ops.push({ type: 'del', key: entryKey(layer, p) })
     }
-    this.releaseHeadChunks(this.dirtyPaths, ops)
-    this.dirtyPaths.clear()
+    this.releaseHeadChunks(paths, ops)
     ops.push(...this.fingerprintOps())
     const drained = this.chunks.drain(ops)
     const bytes = drained.bytes
@@ -659,7 +683,7 @@ export class Session {
    */
   durable (): Promise<void> | null {
     // Logged at once (the usual case): durable now, answered now.
-    if (this.unlogged === 0 && this.retryOps.length === 0 && !this.soon) return this.persist(false)
+    if (this.unlogged === 0 && this.retryOps.length === 0 && !this.soon) return this.persist(false, true)
     if (!this.soon) {
       this.soon = new Promise<void>((resolve, reject) => {
         setImmediate(() => {
