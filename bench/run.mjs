@@ -5,6 +5,8 @@
 //   npm run bench -- [--runs 3] [--only native,cpfs,fuse-overlayfs,overlayfs] [--big-mib 256]
 // The source tree is this project's own node_modules (a real npm tree), tarred once. Two
 // phases: a fresh project written in the mount, and an existing one on the disk below it.
+// git's automatic gc is off in both (gc.auto 0): started in the background by one step, it
+// would run into the next ones and measure itself there.
 import { spawnSync } from 'node:child_process'
 import * as fs from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -42,7 +44,7 @@ const files = Number(sh(`tar -tf ${tarball} | grep -v '/$' | wc -l`).trim())
 // A. A fresh project: everything is written in the mount (untar, git, builds...).
 const FRESH = [
   ['untar', 'tar -xf TARBALL'],
-  ['git init+add+commit', 'git init -q && git add -A && git -c user.email=b@b -c user.name=b commit -qm tree'],
+  ['git init+add+commit', 'git init -q && git config gc.auto 0 && git add -A && git -c user.email=b@b -c user.name=b commit -qm tree'],
   ['git status x2', 'git status --porcelain >/dev/null && git status --porcelain >/dev/null'],
   ['grep -r', 'grep -r "function" node_modules >/dev/null || true'],
   ['find + stat', 'find . -print0 | xargs -0 stat >/dev/null'],
@@ -70,7 +72,7 @@ const EXISTING = [
 
 /** Fill dir with the existing project (before any mount). */
 function populate (dir) {
-  sh(`tar -xf ${tarball} && git init -q && git add -A && git -c user.email=b@b -c user.name=b commit -qm tree && cp ${random} big.bin`, dir)
+  sh(`tar -xf ${tarball} && git init -q && git config gc.auto 0 && git add -A && git -c user.email=b@b -c user.name=b commit -qm tree && cp ${random} big.bin`, dir)
 }
 
 const targets = {
