@@ -111,6 +111,7 @@ export class Channel {
       try {
         h(req, this)
       } catch (err) {
+        if ((err as any)?.code === 'ENOSPC' && this.retryOnSpace(req)) return
         // Anything unexpected becomes an error for this request only (EIO unless it names an
         // errno), with one line in the daemon's log; the daemon goes on.
         if (!isErrnoError(err)) this.onError(err, req)
@@ -122,6 +123,29 @@ export class Channel {
     this.stats.ms[name] = (this.stats.ms[name] ?? 0) + ms
     const us = ms * 1000
     this.stats.hist[us < 1 ? 0 : Math.min(23, Math.floor(Math.log2(us)) + 1)]++
+  }
+
+  /** Settles when space the store freed is back on its disk (Session.spaceComing), or null. */
+  spaceComing: () => Promise<void> | null = () => null
+  private readonly retried = new WeakSet<Request>()
+
+  /**
+   * A request refused for lack of space while freed space is on its way back runs again once
+   * it is (once): a copy, since the read buffer holds the next batch by then. Handlers check
+   * space before they change anything, so the first try left nothing behind.
+   */
+  private retryOnSpace (req: Request): boolean {
+    const comes = this.retried.has(req) ? null : this.spaceComing()
+    if (!comes) return false
+    const again = new Request(Buffer.from(req.buf.subarray(req.off, req.off + req.len)), 0)
+    this.retried.add(again)
+    this.waiting.set(req.unique, again)
+    void comes.then(() => {
+      if (this.waiting.get(req.unique) !== again || this.ended) return // interrupted meanwhile
+      this.waiting.delete(req.unique)
+      this.dispatch(again)
+    })
+    return true
   }
 
   /** Send a reply whose body (bodyLen bytes) the handler put in `out` at OUT_HEADER. */

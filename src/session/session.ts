@@ -252,20 +252,39 @@ export class Session {
     if (this.freedSinceCompaction >= COMPACT_AFTER_BYTES && !this.compacting) {
       this.freedSinceCompaction = 0
       this.compactNext = true
+      if (!this.compaction) {
+        let resolve!: () => void
+        const promise = new Promise<void>(res => { resolve = res })
+        this.compaction = { promise, resolve }
+      }
     }
   }
 
   private compactNext = false
+  /** Settles once the freed chunks' space is back on the disk (the compaction after their batch). */
+  private compaction: { promise: Promise<void>, resolve: () => void } | null = null
 
   /** After the batch that deleted freed chunks: compact them away (in the background). */
   private compactAfter (batch: Promise<void>): void {
     if (!this.compactNext) return
     this.compactNext = false
     this.compacting = true
+    const done = this.compaction
     batch.catch(() => {}).then(() => this.store.db.compactRange('c', 'c\uffff')).catch(() => {}).finally(() => {
       this.compacting = false
       this.spaceCheckedAt = 0 // look at the disk again on the next write
+      if (this.compaction === done) this.compaction = null
+      done?.resolve()
     })
+  }
+
+  /**
+   * While freed chunks are on their way off the disk (rm of the file that filled it, then a
+   * new write at once): what a request refused with ENOSPC waits for before it is tried again,
+   * instead of failing a moment before the space is back.
+   */
+  spaceComing (): Promise<void> | null {
+    return this.compaction?.promise ?? null
   }
 
   /** The head turn's chunks now belong to history (sealed, rewound away, set aside). */
@@ -710,19 +729,27 @@ export class Session {
   // statfs does not see what is queued for LevelDB (pending chunks, batches in flight): both
   // count as used, so a burst of writes cannot run the disk past the reserve between checks.
   private checkSpace (bytes: number): void {
-    const now = Date.now()
-    if (this.storeFailure || now - this.spaceCheckedAt > 250) {
-      this.spaceCheckedAt = now
-      try {
-        const st = fs.statfsSync(this.store.path)
-        this.spaceFree = st.bavail * st.bsize
-      } catch {}
-    }
-    if (this.spaceFree - this.chunks.pendingBytes() - this.inflight - bytes < this.reserveBytes || (this.storeFailure && this.spaceFree < this.reserveBytes * 2)) {
-      this.spaceRefusedAt = now
+    this.refreshSpace(false)
+    if (this.spaceShort(bytes)) {
+      if (!this.compaction) this.spaceRefusedAt = Date.now() // else it is tried again (spaceComing)
       throw fsError('ENOSPC', this.store.path, 'the cpfs store is full')
     }
     this.spaceFree -= bytes
+  }
+
+  /** statfs of the store's disk, at most every 250 ms unless `now` (or the store is failing). */
+  private refreshSpace (now: boolean): void {
+    const t = Date.now()
+    if (!now && !this.storeFailure && t - this.spaceCheckedAt <= 250) return
+    this.spaceCheckedAt = t
+    try {
+      const st = fs.statfsSync(this.store.path)
+      this.spaceFree = st.bavail * st.bsize
+    } catch {}
+  }
+
+  private spaceShort (bytes: number): boolean {
+    return this.spaceFree - this.chunks.pendingBytes() - this.inflight - bytes < this.reserveBytes || (this.storeFailure !== null && this.spaceFree < this.reserveBytes * 2)
   }
 
   // ---- turns ----------------------------------------------------------------------------

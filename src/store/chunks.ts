@@ -34,6 +34,14 @@ export class ChunkStore {
    * retried): still readable from here, whatever the read cache has let go.
    */
   private readonly flying = new Map<string, Buffer>()
+  /**
+   * Chunks freed (`free`) whose delete has not reached LevelDB yet: LevelDB still answers for
+   * them, but a put of the same bytes must store them again, or the delete landing after it
+   * would take the new file's data with it.
+   */
+  private readonly deleting = new Set<string>()
+  /** Freed since the last drain: their deletes travel in the batch drain fills. */
+  private freedUndrained: string[] = []
   /** Hashes known to be in LevelDB (written or read this session). */
   private readonly known = new Set<string>()
   private readonly cache = new Map<string, Buffer>()
@@ -59,7 +67,7 @@ export class ChunkStore {
       if (!forHead) this.headOnly.delete(hex)
       return hash
     }
-    if (this.store.getSync(chunkKey(hex)) !== undefined) {
+    if (!this.deleting.has(hex) && this.store.getSync(chunkKey(hex)) !== undefined) {
       this.known.add(hex)
       this.headOnly.delete(hex)
       return hash
@@ -84,7 +92,11 @@ export class ChunkStore {
     const queued = this.pending.get(hex)
     const bytes = queued?.length ?? this.cache.get(hex)?.length ?? CHUNK_SIZE
     if (queued) this.pending.delete(hex)
-    else ops.push({ type: 'del', key: chunkKey(hex) })
+    else {
+      ops.push({ type: 'del', key: chunkKey(hex) })
+      this.deleting.add(hex)
+      this.freedUndrained.push(hex)
+    }
     this.flying.delete(hex)
     this.known.delete(hex)
     const cached = this.cache.get(hex)
@@ -110,11 +122,13 @@ export class ChunkStore {
 
   /**
    * Move queued chunks into `ops`: they are in flight until `landed` is called with the
-   * returned hashes (once LevelDB has the batch), and readable all the while.
+   * returned hashes (once LevelDB has the batch), and readable all the while. The hashes
+   * include the chunks freed into the same batch, whose deletes are in flight as well.
    */
   drain (ops: BatchOp[]): { bytes: number, hexes: string[] } {
     let bytes = 0
-    const hexes: string[] = []
+    const hexes: string[] = this.freedUndrained
+    this.freedUndrained = []
     for (const [hex, data] of this.pending) {
       ops.push({ type: 'put', key: chunkKey(hex), value: data })
       bytes += data.length
@@ -129,7 +143,10 @@ export class ChunkStore {
 
   /** The batch holding these drained chunks is in LevelDB. */
   landed (hexes: string[]): void {
-    for (const hex of hexes) this.flying.delete(hex)
+    for (const hex of hexes) {
+      this.flying.delete(hex)
+      this.deleting.delete(hex)
+    }
   }
 
   pendingBytes (): number {
