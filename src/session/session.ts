@@ -112,6 +112,8 @@ const WAL_ON = process.env.CPFS_WAL !== '0'
 const MAX_INFLIGHT_BYTES = 64 * 1024 * 1024
 /** Once this much was freed from the store, LevelDB compacts the chunks so the disk gets it back. */
 const COMPACT_AFTER_BYTES = 32 * 1024 * 1024
+/** How long a request refused for space waits for freed space to come back (spaceComing). */
+const SPACE_WAIT_MS = 10_000
 /** Real files up to this size have their original bytes kept at the first write (onCopyUp). */
 const EAGER_CAPTURE_BYTES = Number(process.env.CPFS_EAGER_CAPTURE_BYTES ?? 1024 * 1024)
 /** Chunks a capture of real files holds in memory before it writes them to the store. */
@@ -284,7 +286,14 @@ export class Session {
    * instead of failing a moment before the space is back.
    */
   spaceComing (): Promise<void> | null {
-    return this.compaction?.promise ?? null
+    const c = this.compaction
+    if (!c) return null
+    // Bounded: a request never waits on LevelDB for more than SPACE_WAIT_MS; then it is tried
+    // once more and gets its ENOSPC if the space is still not there.
+    return new Promise<void>(resolve => {
+      const timer = setTimeout(resolve, SPACE_WAIT_MS)
+      void c.promise.then(() => { clearTimeout(timer); resolve() })
+    })
   }
 
   /** The head turn's chunks now belong to history (sealed, rewound away, set aside). */
