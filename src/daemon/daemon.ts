@@ -82,7 +82,7 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
     notifier.invalInode(id, true)
     void notifier.flush()
   }
-  ch.spaceComing = () => session.spaceComing()
+  ch.spaceComing = (refusal) => session.spaceComing(refusal)
   ch.onError = (err, req) => {
     // One line per unexpected error: the request answered EIO, the daemon goes on.
     const what = String((err as any)?.stack ?? err).split('\n').slice(0, 2).map(l => l.trim()).join(' ')

@@ -111,7 +111,7 @@ export class Channel {
       try {
         h(req, this)
       } catch (err) {
-        if ((err as any)?.code === 'ENOSPC' && this.retryOnSpace(req)) return
+        if ((err as any)?.code === 'ENOSPC' && this.retryOnSpace(req, err)) return
         // Anything unexpected becomes an error for this request only (EIO unless it names an
         // errno), with one line in the daemon's log; the daemon goes on.
         if (!isErrnoError(err)) this.onError(err, req)
@@ -125,8 +125,8 @@ export class Channel {
     this.stats.hist[us < 1 ? 0 : Math.min(23, Math.floor(Math.log2(us)) + 1)]++
   }
 
-  /** Settles when space the store freed is back on its disk (Session.spaceComing), or null. */
-  spaceComing: () => Promise<void> | null = () => null
+  /** For a refusal of the store's space check: settles when freed space is back on its disk (Session.spaceComing), or null. */
+  spaceComing: (refusal: unknown) => Promise<void> | null = () => null
   private readonly retried = new WeakSet<Request>()
 
   /**
@@ -134,8 +134,8 @@ export class Channel {
    * it is (once): a copy, since the read buffer holds the next batch by then. Handlers check
    * space before they change anything, so the first try left nothing behind.
    */
-  private retryOnSpace (req: Request): boolean {
-    const comes = this.retried.has(req) ? null : this.spaceComing()
+  private retryOnSpace (req: Request, refusal: unknown): boolean {
+    const comes = this.retried.has(req) ? null : this.spaceComing(refusal)
     if (!comes) return false
     const again = new Request(Buffer.from(req.buf.subarray(req.off, req.off + req.len)), 0)
     this.retried.add(again)

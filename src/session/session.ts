@@ -263,6 +263,8 @@ export class Session {
   }
 
   private compactNext = false
+  /** The error checkSpace threw last: what spaceComing may make a request wait out. */
+  private spaceRefusal: Error | null = null
   /** Settles once the freed chunks' space is back on the disk (the compaction after their batch). */
   private compaction: { promise: Promise<void>, resolve: () => void } | null = null
 
@@ -285,9 +287,9 @@ export class Session {
    * new write at once): what a request refused with ENOSPC waits for before it is tried again,
    * instead of failing a moment before the space is back.
    */
-  spaceComing (): Promise<void> | null {
+  spaceComing (refusal: unknown): Promise<void> | null {
     const c = this.compaction
-    if (!c) return null
+    if (!c || refusal !== this.spaceRefusal) return null // not the space check (an xattr list that is full)
     // Bounded: a request never waits on LevelDB for more than SPACE_WAIT_MS; then it is tried
     // once more and gets its ENOSPC if the space is still not there.
     return new Promise<void>(resolve => {
@@ -741,7 +743,8 @@ export class Session {
     this.refreshSpace(false)
     if (this.spaceShort(bytes)) {
       if (!this.compaction) this.spaceRefusedAt = Date.now() // else it is tried again (spaceComing)
-      throw fsError('ENOSPC', this.store.path, 'the cpfs store is full')
+      this.spaceRefusal = fsError('ENOSPC', this.store.path, 'the cpfs store is full')
+      throw this.spaceRefusal
     }
     this.spaceFree -= bytes
   }
