@@ -24,6 +24,8 @@ export function isZero (b: Buffer): boolean {
 }
 
 const CACHE_BYTES = 64 * 1024 * 1024
+/** Marks a freed chunk's hash among the hashes drain returns (its delete is in that batch). */
+const DELETED = '-'
 
 export class ChunkStore {
   private readonly store: Store
@@ -33,14 +35,14 @@ export class ChunkStore {
    * Chunks handed to LevelDB in a batch that has not completed (or failed and waits to be
    * retried): still readable from here, whatever the read cache has let go.
    */
-  private readonly flying = new Map<string, Buffer>()
+  private readonly flying = new Map<string, { data: Buffer, batches: number }>()
   /**
-   * Chunks freed (`free`) whose delete has not reached LevelDB yet: LevelDB still answers for
-   * them, but a put of the same bytes must store them again, or the delete landing after it
-   * would take the new file's data with it.
+   * Chunks freed (`free`) whose delete has not reached LevelDB yet, with the number of such
+   * deletes in flight: LevelDB still answers for them, but a put of the same bytes must store
+   * them again, or the delete landing after it would take the new file's data with it.
    */
-  private readonly deleting = new Set<string>()
-  /** Freed since the last drain: their deletes travel in the batch drain fills. */
+  private readonly deleting = new Map<string, number>()
+  /** Freed since the last drain: their deletes travel in the batch drain fills (as DELETED + hash). */
   private freedUndrained: string[] = []
   /** Hashes known to be in LevelDB (written or read this session). */
   private readonly known = new Set<string>()
@@ -94,10 +96,9 @@ export class ChunkStore {
     if (queued) this.pending.delete(hex)
     else {
       ops.push({ type: 'del', key: chunkKey(hex) })
-      this.deleting.add(hex)
-      this.freedUndrained.push(hex)
+      this.deleting.set(hex, (this.deleting.get(hex) ?? 0) + 1)
+      this.freedUndrained.push(DELETED + hex)
     }
-    this.flying.delete(hex)
     this.known.delete(hex)
     const cached = this.cache.get(hex)
     if (cached) {
@@ -109,7 +110,7 @@ export class ChunkStore {
 
   get (hash: Buffer): Buffer {
     const hex = hash.toString('hex')
-    const p = this.pending.get(hex) ?? this.cache.get(hex) ?? this.flying.get(hex)
+    const p = this.pending.get(hex) ?? this.cache.get(hex) ?? this.flying.get(hex)?.data
     if (p) return p
     const raw = this.store.getSync(chunkKey(hex))
     if (raw === undefined) {
@@ -134,7 +135,9 @@ export class ChunkStore {
       bytes += data.length
       hexes.push(hex)
       this.known.add(hex)
-      this.flying.set(hex, data)
+      const f = this.flying.get(hex)
+      if (f) f.batches++ // put again (freed meanwhile): in flight until its last batch lands
+      else this.flying.set(hex, { data, batches: 1 })
       this.remember(hex, data)
     }
     this.pending.clear()
@@ -143,9 +146,19 @@ export class ChunkStore {
 
   /** The batch holding these drained chunks is in LevelDB. */
   landed (hexes: string[]): void {
-    for (const hex of hexes) {
-      this.flying.delete(hex)
-      this.deleting.delete(hex)
+    for (const h of hexes) {
+      // Counted, not just removed: the same chunk may be in several batches in flight (put,
+      // freed, put again), and only the last to land ends its state.
+      const deleted = h.startsWith(DELETED)
+      const hex = deleted ? h.slice(DELETED.length) : h
+      if (deleted) {
+        const n = (this.deleting.get(hex) ?? 1) - 1
+        if (n > 0) this.deleting.set(hex, n)
+        else this.deleting.delete(hex)
+      } else {
+        const f = this.flying.get(hex)
+        if (f && --f.batches === 0) this.flying.delete(hex)
+      }
     }
   }
 

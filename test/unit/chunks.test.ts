@@ -53,3 +53,40 @@ t.test('a chunk freed and put again before its delete lands is stored again', as
   await batch(s, c, [])
   t.ok(new ChunkStore(s).get(h).equals(data), 'and a later put stores it')
 })
+
+t.test('several batches in flight for one chunk: only the last delete to land ends its deleting state', async t => {
+  const s = await Store.open(join(dir, 'b'), { workspace: '/w', create: true })
+  t.teardown(() => s.close())
+  const c = new ChunkStore(s)
+  const data = Buffer.from('z')
+  const h = c.put(data, true)
+  const hex = h.toString('hex')
+  await batch(s, c, [])
+  // Freed (batch 1), put again (batch 2), freed again (batch 3): none has landed yet.
+  const ops1: BatchOp[] = []
+  c.free(hex, ops1)
+  const d1 = c.drain(ops1)
+  c.put(data, true)
+  const ops2: BatchOp[] = []
+  const d2 = c.drain(ops2)
+  t.ok(ops2.some(o => o.type === 'put'), 'batch 2 stores it again')
+  const ops3: BatchOp[] = []
+  c.free(hex, ops3)
+  const d3 = c.drain(ops3)
+  t.ok(ops3.some(o => o.type === 'del'), 'batch 3 deletes it again')
+  // Batches 1 and 2 land: LevelDB holds the chunk, batch 3's delete is still on its way.
+  await s.batch(ops1, false)
+  c.landed(d1.hexes)
+  await s.batch(ops2, false)
+  c.landed(d2.hexes)
+  // A file written now with the same byte must store it, not count on what batch 3 removes.
+  c.put(data, true)
+  const ops4: BatchOp[] = []
+  const d4 = c.drain(ops4)
+  t.ok(ops4.some(o => o.type === 'put'), 'a put while a later delete is in flight stores the chunk')
+  await s.batch(ops3, false)
+  c.landed(d3.hexes)
+  await s.batch(ops4, false)
+  c.landed(d4.hexes)
+  t.ok(new ChunkStore(s).get(h).equals(data), 'and LevelDB has it at the end')
+})
