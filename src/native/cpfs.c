@@ -27,8 +27,10 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/uio.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <linux/openat2.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -617,11 +619,36 @@ static napi_value js_backing_close (napi_env env, napi_callback_info info) {
 // ---------------------------------------------------------------------------------------------
 // openDirBeneath
 
-// Opens rel below root one component at a time with O_NOFOLLOW, so no symlink at any depth
-// can lead elsewhere and no PATH_MAX applies; '..' and empty components are refused (EINVAL).
+// One openat2(2) that resolves rel below root and follows no symlink on the way, magic links
+// (/proc/PID/fd) included, nor leaves root by '..' (kernel 5.6+). The kernel checks every
+// component in the same walk that opens the result, so a directory swapped for a symlink
+// while cpfs works can never redirect it (an lstat per component, then an open by path,
+// could be raced: issue 18). Returns the fd, or -errno.
+static int openat2_beneath (int root, const char *rel, int flags) {
+  static bool missing = false; // ENOSYS once: the kernel predates openat2; walk from then on
+  if (missing) return -ENOSYS;
+  struct open_how how;
+  memset(&how, 0, sizeof how);
+  how.flags = (uint64_t)flags;
+  how.resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS;
+  int fd = (int)syscall(SYS_openat2, root, rel, &how, sizeof how);
+  if (fd >= 0) return fd;
+  if (errno == ENOSYS) missing = true;
+  return -errno;
+}
+
+// Opens rel below root with no symlink followed at any depth: one openat2 when the kernel has
+// it; otherwise, and for paths longer than PATH_MAX or to learn which component failed, one
+// component at a time with O_NOFOLLOW. '..' and empty components are refused (EINVAL).
 // Returns the fd or -errno; on failure *bad is the length of the prefix of rel that failed.
 static int walk_beneath (int root, char *rel, size_t *bad) {
   const int flags = O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+  size_t len = strlen(rel);
+  if (len > 0 && rel[0] != '/' && rel[len - 1] != '/' && strstr(rel, "..") == NULL && strstr(rel, "//") == NULL) {
+    int fd = openat2_beneath(root, rel, flags);
+    if (fd >= 0) return fd;
+    // Only a failure takes the slow walk: it names the component that failed.
+  }
   if (rel[0] == '\0' || strcmp(rel, ".") == 0) {
     int fd = openat(root, ".", flags); // a new fd, so the caller always closes what it gets
     *bad = strlen(rel);

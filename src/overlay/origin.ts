@@ -10,6 +10,7 @@ import { loadNative, native } from '../native/index.js'
 import { CHUNK_SIZE, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG, srcBytes, type Entry, type FileEntry, type Kind, type LiveEntry } from '../store/entries.js'
 import type { ChunkStore } from '../store/chunks.js'
 import { ancestors, isWithin, join, parentOf } from './paths.js'
+import { openFile, readDirNoFollow } from './nofollow.js'
 
 const STAT = new Float64Array(16)
 
@@ -26,8 +27,8 @@ function lstatOrNull (path: string, out: Float64Array): boolean {
 /** Entries of the real-stat cache before it starts over (~200 bytes each). */
 const CACHE_MAX = 500_000
 
-/** Paths this long are reached through their parent directory's handle (PATH_MAX is 4096). */
-const LONG_PATH = 4000
+/** Directory handles kept open for realPath (O_PATH descriptors; the daemon's limit is far above). */
+const DIR_HANDLES = 1024
 
 export interface OriginStat {
   t: Kind
@@ -79,11 +80,13 @@ export function realXattrs (path: string): Record<string, Buffer> | undefined {
  * EILSEQ, docs/decisions.md).
  */
 export function realDirents (path: string): fs.Dirent[] {
-  const ents = fs.readdirSync(path, { withFileTypes: true })
-  // A name that was not UTF-8 comes back with U+FFFD in it: only then look at the bytes.
-  if (!ents.some(d => d.name.includes('\uFFFD'))) return ents
-  const raw = fs.readdirSync(path, { withFileTypes: true, encoding: 'buffer' }) as unknown as Array<fs.Dirent & { name: any }>
-  return raw.filter(d => isUtf8(d.name)).map(d => Object.assign(d, { name: d.name.toString() })) as fs.Dirent[]
+  return readDirNoFollow(path, dir => {
+    const ents = fs.readdirSync(dir, { withFileTypes: true })
+    // A name that was not UTF-8 comes back with U+FFFD in it: only then look at the bytes.
+    if (!ents.some(d => d.name.includes('\uFFFD'))) return ents
+    const raw = fs.readdirSync(dir, { withFileTypes: true, encoding: 'buffer' }) as unknown as Array<fs.Dirent & { name: any }>
+    return raw.filter(d => isUtf8(d.name)).map(d => Object.assign(d, { name: d.name.toString() })) as fs.Dirent[]
+  })
 }
 
 /** The names of realDirents. */
@@ -115,26 +118,44 @@ export class Origin {
     for (const p of base.keys()) this.indexBase(p)
   }
 
-  /** Path of a real file as the daemon (which holds the handle) can reach it. */
+  /**
+   * Path of a real file as the daemon (which holds the handle) can reach it: its name in a
+   * handle of its parent directory, opened below the workspace's handle without following any
+   * symlink (native.openDirBeneath). Only the last component is looked up by name, so every
+   * caller uses a call that does not follow a final symlink (lstat, O_NOFOLLOW, l*xattr,
+   * rename, unlink) or works on a descriptor it opened so (noFollowFd). An agent that swaps a
+   * directory for a symlink cannot lead a read or a plan out of the workspace: the parent is
+   * the directory that was there when it was opened, or the walk fails (ELOOP, ENOTDIR).
+   */
   realPath (p: string): string {
-    const full = `/proc/self/fd/${this.dirFd}${p === '/' ? '/.' : p}`
-    if (full.length < LONG_PATH) return full
-    // Longer than the kernel takes in one path (PATH_MAX, legal below a chdir): reach the
-    // parent directory component by component (no symlink followed) and name the entry in it.
-    const parent = parentOf(p)
-    let fd = this.dirFds.get(parent)
-    if (fd === undefined) {
-      fd = native.openDirBeneath(this.dirFd, parent.slice(1))
-      if (this.dirFds.size >= 64) {
-        const [oldest, ofd] = this.dirFds.entries().next().value as [string, number]
-        this.dirFds.delete(oldest)
-        try { fs.closeSync(ofd) } catch {}
-      }
-    } else {
-      this.dirFds.delete(parent) // re-inserted below: most recently used last
+    if (p === '/') return `/proc/self/fd/${this.dirFd}/.`
+    return `/proc/self/fd/${this.dirHandle(parentOf(p))}/${p.slice(p.lastIndexOf('/') + 1)}`
+  }
+
+  /**
+   * An O_PATH handle of real directory dir (never through a symlink), kept for reuse: opened
+   * from the nearest kept ancestor, so a deep tree costs one component per new directory.
+   * Throws ENOENT, ENOTDIR or ELOOP (a symlink or a file stands where a directory should).
+   */
+  dirHandle (dir: string): number {
+    if (dir === '/') return this.dirFd
+    let fd = this.dirFds.get(dir)
+    if (fd !== undefined) {
+      this.dirFds.delete(dir) // re-inserted below: most recently used last
+      this.dirFds.set(dir, fd)
+      return fd
     }
-    this.dirFds.set(parent, fd)
-    return `/proc/self/fd/${fd}/${p.slice(p.lastIndexOf('/') + 1)}`
+    let from = parentOf(dir)
+    while (from !== '/' && !this.dirFds.has(from)) from = parentOf(from)
+    const fromFd = from === '/' ? this.dirFd : this.dirFds.get(from)!
+    fd = native.openDirBeneath(fromFd, dir.slice(from === '/' ? 1 : from.length + 1))
+    if (this.dirFds.size >= DIR_HANDLES) {
+      const [oldest, ofd] = this.dirFds.entries().next().value as [string, number]
+      this.dirFds.delete(oldest)
+      try { fs.closeSync(ofd) } catch {}
+    }
+    this.dirFds.set(dir, fd)
+    return fd
   }
 
   /**
@@ -276,7 +297,7 @@ export class Origin {
       else {
         const path = this.reachable(p)
         try {
-          if (path !== null) for (const d of fs.readdirSync(path, { withFileTypes: true })) if (d.isDirectory()) n++
+          if (path !== null) for (const d of realDirents(path)) if (d.isDirectory()) n++
         } catch {}
       }
     }
@@ -324,7 +345,7 @@ export class Origin {
     const real = this.reachable(p)
     if (real === null) return false
     try {
-      return (fs.readdirSync(real, { encoding: 'buffer' }) as Buffer[]).some(n => !isUtf8(n))
+      return readDirNoFollow(real, dir => (fs.readdirSync(dir, { encoding: 'buffer' }) as Buffer[]).some(n => !isUtf8(n)))
     } catch {
       return false
     }
@@ -345,7 +366,14 @@ export class Origin {
     if (cover && cover !== 'hidden' && cover.t === 'f') return readEntry(cover, this.chunks, buf, offset, length, position, null)
     let fd = this.fds.get(p)
     if (fd === undefined) {
-      fd = fs.openSync(this.realPath(p), fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW)
+      try {
+        fd = openFile(this.realPath(p), fs.constants.O_RDONLY)
+      } catch (err: any) {
+        // A FIFO, socket or device (or a symlink, ELOOP) put where the file was, from outside:
+        // never opened in a way that could block the daemon, never followed.
+        if (err.code === 'REAL_CHANGED' || err.code === 'ELOOP') throw fsError('EIO', p, err.message)
+        throw err
+      }
       if (this.fds.size > 256) this.closeFds()
       this.fds.set(p, fd)
     }
@@ -366,8 +394,24 @@ export class Origin {
     this.dirFds.clear()
   }
 
-  /** Forget cached real-file handles and stats at or below p (after a plan changed the real dir). */
-  forget (p: string): void {
+  /**
+   * Forget cached real-file handles and stats at p and, with `below`, everything under it
+   * (after a plan changed the real directory). A plan forgets each path it touched, one at a
+   * time (`below` false: no scan of every kept handle per operation); a directory it replaced
+   * or removed is forgotten with all below it when that happens.
+   */
+  forget (p: string, below = true): void {
+    if (!below) {
+      this.statCache?.delete(p)
+      this.xattrCache?.delete(p)
+      for (const map of [this.fds, this.dirFds]) {
+        const fd = map.get(p)
+        if (fd === undefined) continue
+        try { fs.closeSync(fd) } catch {}
+        map.delete(p)
+      }
+      return
+    }
     for (const map of [this.statCache, this.xattrCache]) {
       if (!map) continue
       for (const q of map.keys()) if (isWithin(q, p)) map.delete(q)

@@ -7,6 +7,7 @@ import { hashChunk, isZero, type ChunkStore } from '../store/chunks.js'
 import { CHUNK_SIZE, S_IFMT, chunkLen, fromNs, type Kind, type LiveEntry, type Meta, type Whiteout } from '../store/entries.js'
 import { kindOf, realXattrs, type Origin } from './origin.js'
 import { ancestors } from './paths.js'
+import { openFile } from './nofollow.js'
 import { countBytes } from '../progress.js'
 
 /** File content as a sparse list of [chunk index, SHA-256 hex] for every chunk that is not all zeros. */
@@ -43,13 +44,14 @@ export interface RealState {
 const ABSENT: RealState = { type: null, fmt: 0, rdev: 0, mode: 0, size: 0, atime: 0, mtime: 0, ctime: 0, atimeNs: 0, mtimeNs: 0, ctimeNs: 0, ino: 0, nlink: 0, uid: 0, gid: 0 }
 
 export function lstatReal (origin: Origin, p: string): RealState {
-  const chain = [...ancestors(p)].reverse().slice(1) // outermost first, without '/'
-  for (const a of chain) {
-    const st = fs.lstatSync(origin.realPath(a), { throwIfNoEntry: false })
-    if (!st) return ABSENT
-    if (!st.isDirectory()) return { ...ABSENT, blockedBy: a }
+  let path: string
+  try {
+    path = origin.realPath(p) // its directory reached without following a symlink, or an error
+  } catch (err: any) {
+    if (err.code !== 'ENOENT' && err.code !== 'ENOTDIR' && err.code !== 'ELOOP') throw err
+    return blocked(origin, p)
   }
-  const st = fs.lstatSync(origin.realPath(p), { bigint: true, throwIfNoEntry: false })
+  const st = fs.lstatSync(path, { bigint: true, throwIfNoEntry: false })
   if (!st) return ABSENT
   const mode = Number(st.mode)
   const fmt = mode & S_IFMT
@@ -58,8 +60,25 @@ export function lstatReal (origin: Origin, p: string): RealState {
   const m = fromNs(st.mtimeNs)
   const c = fromNs(st.ctimeNs)
   const out: RealState = { type, fmt, rdev: Number(st.rdev), mode: mode & 0o7777, size: Number(st.size), atime: a.ms, mtime: m.ms, ctime: c.ms, atimeNs: a.ns, mtimeNs: m.ns, ctimeNs: c.ns, ino: Number(st.ino), nlink: Number(st.nlink), uid: Number(st.uid), gid: Number(st.gid) }
-  if (type === 'l') out.target = fs.readlinkSync(origin.realPath(p))
+  if (type === 'l') out.target = fs.readlinkSync(path)
   return out
+}
+
+/** p cannot be reached: absent, or (blockedBy) a file or symlink stands where an ancestor directory should. */
+function blocked (origin: Origin, p: string): RealState {
+  for (const a of [...ancestors(p)].reverse().slice(1)) { // outermost first, without '/'
+    let st: fs.Stats | undefined
+    try {
+      st = fs.lstatSync(origin.realPath(a), { throwIfNoEntry: false })
+    } catch (err: any) {
+      // Changed while being looked at: whatever stands in the way now, p is not reachable.
+      if (err.code === 'ENOENT' || err.code === 'ENOTDIR' || err.code === 'ELOOP') return ABSENT
+      throw err
+    }
+    if (!st) return ABSENT
+    if (!st.isDirectory()) return { ...ABSENT, blockedBy: a }
+  }
+  return ABSENT
 }
 
 /**
@@ -78,7 +97,7 @@ export interface RealContent { size: number, data: Sparse }
 
 /** realContent one chunk at a time: it yields after each, so a caller can let other work run. */
 export function * realContentSteps (origin: Origin, p: string, store: ChunkStore | null): Generator<void, RealContent> {
-  const fd = fs.openSync(origin.realPath(p), fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW)
+  const fd = openFile(origin.realPath(p), fs.constants.O_RDONLY)
   try {
     const size = fs.fstatSync(fd).size
     const data: Sparse = []

@@ -7,13 +7,13 @@
 // to it (link to a temporary name, renamed into place). Anchors stay until the plan has
 // committed (run.ts removes them), so a plan finished after a crash still finds them.
 import * as fs from 'node:fs'
-import { spawnSync } from 'node:child_process'
 import { realNames, type Origin } from '../overlay/origin.js'
 import { ancestors, isSafePath, isWithin, join, parentOf } from '../overlay/paths.js'
-import { CpfsError } from '../errors.js'
+import { CpfsError, isCpfsError } from '../errors.js'
 import { isZero, type ChunkStore } from '../store/chunks.js'
 import { CHUNK_SIZE } from '../store/entries.js'
-import { lstatReal } from '../overlay/real.js'
+import { lstatReal, type RealState } from '../overlay/real.js'
+import { NotExpected, openDir, openFile, withObject } from '../overlay/nofollow.js'
 import type { AnchorOp, Attrs, PlanOp, Times } from './planner.js'
 import { AT_FDCWD, AT_SYMLINK_NOFOLLOW, native } from '../native/index.js'
 import { toSecNs, type Kind } from '../store/entries.js'
@@ -107,19 +107,26 @@ function tmpName (origin: Origin, p: string, planId: string, index: number): str
  * content, owner and mode: writing or chowning a file clears security.capability, and a new
  * file in a directory with a default ACL starts with one it may not want.
  */
-function setXattrs (path: string, want: Record<string, Buffer> | undefined): void {
+function setXattrs (target: string | number, want: Record<string, Buffer> | undefined): void {
+  // A path names the object itself (l* forms: realPath pins its directory); a number is an
+  // open descriptor of it (f* forms), for files and directories the plan opened itself.
+  const byFd = typeof target === 'number'
+  const list = () => byFd ? native.flistxattr(target) : native.llistxattr(target)
+  const get = (name: string) => byFd ? native.fgetxattr(target, name) : native.lgetxattr(target, name)
+  const set = (name: string, value: Buffer) => byFd ? native.fsetxattr(target, name, value, 0) : native.lsetxattr(target, name, value, 0)
+  const remove = (name: string) => byFd ? native.fremovexattr(target, name) : native.lremovexattr(target, name)
   let have: string[] = []
   try {
-    have = native.llistxattr(path)
+    have = list()
   } catch (err: any) {
     if (err.code !== 'ENOTSUP' && err.code !== 'EOPNOTSUPP') throw err
     if (want && Object.keys(want).length) throw err
     return
   }
-  for (const name of have) if (!want || want[name] === undefined) native.lremovexattr(path, name)
+  for (const name of have) if (!want || want[name] === undefined) remove(name)
   for (const [name, value] of Object.entries(want ?? {})) {
-    const cur = have.includes(name) ? native.lgetxattr(path, name) : null
-    if (!cur || !cur.equals(value)) native.lsetxattr(path, name, value, 0)
+    const cur = have.includes(name) ? get(name) : null
+    if (!cur || !cur.equals(value)) set(name, value)
   }
 }
 
@@ -130,7 +137,7 @@ function rewriteInPlace (origin: Origin, chunks: ChunkStore, p: string, op: Extr
 
 function rewriteFile (path: string, chunks: ChunkStore, op: { size: number, data?: Array<[number, string]>, mode: number, atime: number, atimeNs: number, mtime: number, mtimeNs: number } & Attrs): number {
   const PUNCH = 0x02 | 0x01 // FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
-  const fd = fs.openSync(path, fs.constants.O_RDWR | fs.constants.O_NOFOLLOW)
+  const fd = openFile(path, fs.constants.O_RDWR)
   let written = 0
   try {
     const zero = (from: number, to: number) => {
@@ -152,7 +159,7 @@ function rewriteFile (path: string, chunks: ChunkStore, op: { size: number, data
     }
     fs.ftruncateSync(fd, op.size)
     zero(at, op.size)
-    setFileMeta(fd, path, op)
+    setFileMeta(fd, op)
   } finally {
     fs.closeSync(fd)
   }
@@ -160,10 +167,10 @@ function rewriteFile (path: string, chunks: ChunkStore, op: { size: number, data
 }
 
 /** A written file's owner, mode, xattrs and times, in that order (chown clears set-ID bits, so chmod after it). */
-function setFileMeta (fd: number, path: string, op: { mode: number, atime: number, atimeNs: number, mtime: number, mtimeNs: number } & Attrs): void {
+function setFileMeta (fd: number, op: { mode: number, atime: number, atimeNs: number, mtime: number, mtimeNs: number } & Attrs): void {
   if (canChown) fs.fchownSync(fd, op.uid, op.gid)
   fs.fchmodSync(fd, op.mode)
-  setXattrs(path, op.x)
+  setXattrs(fd, op.x)
   const a = toSecNs(op.atime, op.atimeNs)
   const m = toSecNs(op.mtime, op.mtimeNs)
   native.futimens(fd, a.sec, a.nsec, m.sec, m.nsec)
@@ -175,7 +182,10 @@ function setFileMeta (fd: number, path: string, op: { mode: number, atime: numbe
  */
 function writeNew (path: string, chunks: ChunkStore, op: { path: string, size: number, data?: Array<[number, string]>, mode: number, atime: number, atimeNs: number, mtime: number, mtimeNs: number } & Attrs, readContent: ApplyOptions['readContent'] | undefined): number {
   let bytes = 0
-  const fd = fs.openSync(path, fs.constants.O_RDWR | fs.constants.O_CREAT | fs.constants.O_TRUNC | fs.constants.O_NOFOLLOW, 0o600)
+  // A temporary name: whatever is there is a leftover (or planted) and goes; the file is then
+  // made anew (O_EXCL), so nothing that appears in between is ever written through.
+  fs.rmSync(path, { force: true })
+  const fd = openFile(path, fs.constants.O_RDWR | fs.constants.O_CREAT | fs.constants.O_EXCL, 0o600)
   try {
     if (op.data) {
       for (const [idx, hex] of op.data) {
@@ -205,7 +215,7 @@ function writeNew (path: string, chunks: ChunkStore, op: { path: string, size: n
       b[0] ^= 0xff
       fs.writeSync(fd, b, 0, 1, 0)
     }
-    setFileMeta(fd, path, op)
+    setFileMeta(fd, op)
   } finally {
     fs.closeSync(fd)
   }
@@ -242,18 +252,42 @@ function makeAnchor (origin: Origin, chunks: ChunkStore, op: AnchorOp, planId: s
     return bytes
   }
   if (canChown) fs.lchownSync(anchor, op.uid, op.gid)
-  if (op.type === 'n') fs.chmodSync(anchor, op.mode)
+  if (op.type === 'n') chmodNode(anchor, op.mode)
   setXattrs(anchor, op.x)
   setTimes(anchor, op)
   return bytes
 }
 
-/** Owner, mode, xattrs and times of an existing regular file. */
+/** Owner, mode, xattrs and times of an existing regular file, set through its own descriptor. */
 function setFileAttrs (path: string, op: { mode: number } & Times & Attrs): void {
-  if (canChown) fs.chownSync(path, op.uid, op.gid)
-  fs.chmodSync(path, op.mode)
-  setXattrs(path, op.x)
-  setTimes(path, op)
+  const fd = openFile(path, fs.constants.O_RDONLY)
+  try {
+    setObjectMeta(fd, op)
+  } finally {
+    fs.closeSync(fd)
+  }
+}
+
+/** Owner, mode, xattrs and times through an open descriptor of a file or directory. */
+function setObjectMeta (fd: number, op: { mode: number } & Partial<Times> & Attrs): void {
+  if (canChown) fs.fchownSync(fd, op.uid, op.gid)
+  fs.fchmodSync(fd, op.mode)
+  setXattrs(fd, op.x)
+  if (op.mtime === undefined || op.atime === undefined) return
+  const a = toSecNs(op.atime, op.atimeNs ?? 0)
+  const m = toSecNs(op.mtime, op.mtimeNs ?? 0)
+  native.futimens(fd, a.sec, a.nsec, m.sec, m.nsec)
+}
+
+/**
+ * chmod of a special node (FIFO, socket, device) at path: chmod(2) follows symlinks, so it is
+ * applied to an O_PATH handle of the object found there, refused if that is not a node.
+ */
+function chmodNode (path: string, mode: number): void {
+  withObject(path, (st, obj) => {
+    if (st.isFile() || st.isDirectory() || st.isSymbolicLink()) throw new NotExpected(path, 'a special file', st)
+    fs.chmodSync(obj, mode)
+  })
 }
 
 function writeAll (fd: number, data: Buffer, pos: number): void {
@@ -281,50 +315,106 @@ interface Keep {
  * Remove p and, for a directory, everything below it; never following a symlink. With
  * fingerprints, an entry below p that has none (made after the plan was checked) or no longer
  * matches its own is kept, and so are the directories above it. Returns false when something
- * was kept (p is still there).
+ * was kept (p is still there). Walks with a stack of its own, not by recursion: a tree of any
+ * depth can be removed.
  */
-function removeReal (origin: Origin, p: string, ours?: Set<number>, keep?: Keep, below = false): boolean {
-  const st = fs.lstatSync(origin.realPath(p), { throwIfNoEntry: false })
-  if (!st) return true
-  if (below && keep?.prints && !keep.seen.has(p)) {
-    const print = keep.prints.get(p)
-    const now = fingerprint(origin, p)
-    // A file this plan changed through another name (a link, an anchor) is still the file it was.
-    if (!print || (!samePrint(print, now) && !(now.type === print.type && now.ino === print.ino && ours?.has(now.ino)))) {
-      keep.kept.push(p)
+function removeReal (origin: Origin, root: string, ours?: Set<number>, keep?: Keep): boolean {
+  interface Dir { p: string, names: string[], next: number, all: boolean }
+  const stack: Dir[] = []
+  /** Removes a non-directory at once (true/false); a directory is pushed (null: not done yet). */
+  const visit = (p: string, below: boolean): boolean | null => {
+    const st = fs.lstatSync(origin.realPath(p), { throwIfNoEntry: false })
+    if (!st) return true
+    if (below && keep?.prints && !keep.seen.has(p)) {
+      const print = keep.prints.get(p)
+      const now = fingerprint(origin, p)
+      // A file this plan changed through another name (a link, an anchor) is still the file it was.
+      if (!print || (!samePrint(print, now) && !(now.type === print.type && now.ino === print.ino && ours?.has(now.ino)))) {
+        keep.kept.push(p)
+        return false
+      }
+    }
+    if (!st.isDirectory()) {
+      // A file with other names: their ctime moves (the plan's own change, for its re-checks).
+      if (st.nlink > 1) ours?.add(st.ino)
+      fs.unlinkSync(origin.realPath(p))
+      return true
+    }
+    stack.push({ p, names: realNames(origin.realPath(p)), next: 0, all: true })
+    return null
+  }
+  /** A directory whose entries have all been visited: removed unless something in it was kept. */
+  const close = (d: Dir): boolean => {
+    origin.forget(d.p)
+    if (!d.all) return false
+    try {
+      fs.rmdirSync(origin.realPath(d.p))
+    } catch (err: any) {
+      // Something was made in it since it was listed: another process's, left alone.
+      if (!keep || (err.code !== 'ENOTEMPTY' && err.code !== 'EEXIST')) throw err
+      keep.kept.push(d.p)
       return false
     }
-  }
-  if (!st.isDirectory()) {
-    // A file with other names: their ctime moves (the plan's own change, for its re-checks).
-    if (st.nlink > 1) ours?.add(st.ino)
-    fs.unlinkSync(origin.realPath(p))
     return true
   }
-  // Entry by entry through origin.realPath, which reaches paths deeper than PATH_MAX.
-  let all = true
-  for (const name of realNames(origin.realPath(p))) all = removeReal(origin, join(p, name), ours, keep, true) && all
-  origin.forget(p)
-  if (!all) return false
-  try {
-    fs.rmdirSync(origin.realPath(p))
-  } catch (err: any) {
-    // Something was made in it since it was listed: another process's, left alone.
-    if (!keep || (err.code !== 'ENOTEMPTY' && err.code !== 'EEXIST')) throw err
-    keep.kept.push(p)
-    return false
+  const first = visit(root, false)
+  if (first !== null) return first
+  for (;;) {
+    const top = stack[stack.length - 1]
+    if (top.next < top.names.length) {
+      const done = visit(join(top.p, top.names[top.next++]), true)
+      if (done !== null) top.all = done && top.all
+      continue
+    }
+    stack.pop()
+    const removed = close(top)
+    if (stack.length === 0) return removed
+    stack[stack.length - 1].all = removed && stack[stack.length - 1].all
   }
-  return true
 }
 
-/** Make every ancestor of p a real directory (replacing planted files or symlinks). */
+/**
+ * Make every ancestor of p a real directory (replacing planted files or symlinks). The usual
+ * case, a parent that is a directory all the way down, is one kept handle (Origin.dirHandle);
+ * only when that walk fails is the chain looked at name by name.
+ */
 function ensureParents (origin: Origin, p: string): void {
+  try {
+    origin.dirHandle(parentOf(p))
+    return
+  } catch (err: any) {
+    if (err.code !== 'ENOENT' && err.code !== 'ENOTDIR' && err.code !== 'ELOOP') throw err
+  }
   const chain = [...ancestors(p)].reverse().slice(1)
   for (const a of chain) {
     const st = fs.lstatSync(origin.realPath(a), { throwIfNoEntry: false })
     if (st?.isDirectory()) continue
     if (st) fs.unlinkSync(origin.realPath(a))
     fs.mkdirSync(origin.realPath(a), { mode: 0o755 })
+  }
+}
+
+/**
+ * Owner, mode, xattrs and times of an existing file, directory or special node, set on the
+ * object that was checked: a file or directory through a descriptor opened without following
+ * a symlink or blocking (its type and inode compared with what lstat saw), a node through an
+ * O_PATH handle. An object swapped in between is refused (REAL_CHANGED), never changed.
+ */
+function setMeta (path: string, st: RealState, op: { mode: number } & Partial<Times> & Attrs): void {
+  if (st.type === 'n') {
+    if (canChown) fs.lchownSync(path, op.uid, op.gid)
+    chmodNode(path, op.mode)
+    setXattrs(path, op.x)
+    setTimes(path, op)
+    return
+  }
+  const fd = st.type === 'd' ? openDir(path) : openFile(path, fs.constants.O_RDONLY)
+  try {
+    const now = fs.fstatSync(fd)
+    if (now.ino !== st.ino) throw new NotExpected(path, `the ${st.type === 'd' ? 'directory' : 'file'} cpfs checked`, now)
+    setObjectMeta(fd, op)
+  } finally {
+    fs.closeSync(fd)
   }
 }
 
@@ -355,7 +445,7 @@ export function applyOps (origin: Origin, chunks: ChunkStore, ops: PlanOp[], opt
   })
   /** Real inodes this plan has changed already (anchors, rewrites in place): all their names moved. */
   const ours = new Set<number>()
-  ops.forEach((op, index) => {
+  const applyOne = (op: PlanOp, index: number): void => {
     const p = op.path
     opts.beforeOp?.(index, op)
     // Re-check a path right before the plan first touches it: if another process changed it
@@ -442,7 +532,7 @@ export function applyOps (origin: Origin, chunks: ChunkStore, ops: PlanOp[], opt
         fs.rmSync(tmp, { force: true })
         native.mknodat(AT_FDCWD, tmp, op.fmt | (op.mode & 0o777), op.rdev)
         if (canChown) fs.lchownSync(tmp, op.uid, op.gid)
-        fs.chmodSync(tmp, op.mode) // mknod applies the umask; set the exact bits
+        chmodNode(tmp, op.mode) // mknod applies the umask; set the exact bits
         setXattrs(tmp, op.x)
         setTimes(tmp, op)
         if (st.type === 'd' && !clear(p)) return fs.rmSync(tmp, { force: true })
@@ -477,29 +567,43 @@ export function applyOps (origin: Origin, chunks: ChunkStore, ops: PlanOp[], opt
         // chmod follows symlinks: never apply it to one.
         if (st.type === 'l' && canChown) fs.lchownSync(origin.realPath(p), op.uid, op.gid)
         if (st.type === 'l') setXattrs(origin.realPath(p), op.x)
-        if (st.type === 'f' || st.type === 'd' || st.type === 'n') {
-          if (canChown) fs.chownSync(origin.realPath(p), op.uid, op.gid)
-          fs.chmodSync(origin.realPath(p), op.mode)
-          setXattrs(origin.realPath(p), op.x)
-          setTimes(origin.realPath(p), op)
-        }
+        if (st.type === 'f' || st.type === 'd' || st.type === 'n') setMeta(origin.realPath(p), st, op)
         break
       }
     }
     done++
-    origin.forget(p)
+    // A directory the op replaced or removed was forgotten with everything below it (removeReal).
+    origin.forget(p, false)
     opts.progress?.(index, false)
     opts.onOp?.(index, op)
+  }
+  ops.forEach((op, index) => {
+    try {
+      applyOne(op, index)
+    } catch (err: any) {
+      // Never leave a temporary file behind, whatever failed (the roll-back does not know it).
+      if (usesTemp(op)) {
+        try { fs.rmSync(tmpName(origin, op.op === 'anchor' ? '/x' : op.path, opts.planId, index), { force: true }) } catch {}
+      }
+      if (isCpfsError(err) && err.code === 'UNSAFE_PATH') throw err
+      const why = String(err?.message ?? err).split('\n')[0].replace(/\/proc\/self\/fd\/\d+\//g, '')
+      throw Object.assign(new Error(`${op.op} ${op.path.slice(1) || '.'}: ${why}`), { code: err?.code, cause: err })
+    }
   })
   // Make the new files durable before the journal is retired (syncfs of the workspace's fs).
-  spawnSync('sync', ['-f', origin.realPath('/')], { stdio: 'ignore' })
+  native.syncfs(origin.dirFd)
   return { done, bytesWritten, skipped }
+}
+
+/** Does op make its result under a temporary name first (tmpName)? */
+function usesTemp (op: PlanOp): boolean {
+  return op.op === 'write' || op.op === 'symlink' || op.op === 'mknod' || op.op === 'link' || op.op === 'anchor'
 }
 
 /** Remove temporary files a crashed plan may have left (recovery). */
 export function cleanTemps (origin: Origin, ops: PlanOp[], planId: string): void {
   ops.forEach((op, index) => {
-    if (op.op !== 'write' && op.op !== 'symlink' && op.op !== 'mknod' && op.op !== 'link' && op.op !== 'anchor') return
+    if (!usesTemp(op)) return
     const tmp = tmpName(origin, op.op === 'anchor' ? '/x' : op.path, planId, index)
     try {
       fs.rmSync(tmp, { force: true })
