@@ -152,7 +152,7 @@ print(open('deep.txt').read())
     // Bring the work back with an offline redo whose plan the filesystem refuses halfway.
     const redo = spawnSync(process.execPath, [CLI, 'redo', w.ws], { env: { ...w.env, CPFS_TEST_FAIL_AT_OP: '2' }, encoding: 'utf8' })
     t.equal(redo.status, 1, 'the plan fails')
-    t.match(redo.stderr, /^cpfs: cannot write the real directory: EIO: injected failure; rolled back, the real directory is as it was \(/, 'one line: the cause, and that it was rolled back')
+    t.match(redo.stderr, /^cpfs: cannot write the real directory: write sub\/one: EIO: injected failure; rolled back, the real directory is as it was \(/, 'one line: the operation, its path, the cause, and that it was rolled back')
     t.same(manifest(w.ws), before, 'the real directory is exactly as before: no half-applied files, modes as they were')
     t.equal(w.run('find . -name ".cpfs-tmp-*" | wc -l').trim(), '0', 'no temporary files')
     t.equal(w.cpfs('status', w.ws).code, 0, 'status works')

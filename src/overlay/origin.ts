@@ -100,7 +100,7 @@ export class Origin {
   private readonly baseChildren = new Map<string, Set<string>>()
   private readonly chunks: ChunkStore
   private readonly fds = new Map<string, number>()
-  /** O_PATH handles of directories whose paths are too long to name in one go (realPath). */
+  /** O_PATH handles of real directories, opened without following symlinks (dirHandle). */
   private readonly dirFds = new Map<string, number>()
   /**
    * While mounted, the real directory is the read-only lower layer: its stats and extended
@@ -128,6 +128,18 @@ export class Origin {
    * the directory that was there when it was opened, or the walk fails (ELOOP, ENOTDIR).
    */
   realPath (p: string): string {
+    try {
+      return this.reach(p)
+    } catch (err: any) {
+      if (err.code !== 'ENOENT' && err.code !== 'ENOTDIR' && err.code !== 'ELOOP') throw err
+      // No directory leads there without a symlink: a path that names nothing, so that a
+      // look finds nothing and a change fails with ENOENT (no process can make fd -1).
+      return `/proc/self/fd/-1/${p.slice(p.lastIndexOf('/') + 1)}`
+    }
+  }
+
+  /** realPath, but throwing ENOENT, ENOTDIR or ELOOP when p's directory cannot be reached. */
+  reach (p: string): string {
     if (p === '/') return `/proc/self/fd/${this.dirFd}/.`
     return `/proc/self/fd/${this.dirHandle(parentOf(p))}/${p.slice(p.lastIndexOf('/') + 1)}`
   }
@@ -166,7 +178,7 @@ export class Origin {
     // No real path holds a NUL (the overlay's own temporary names do: rename exchange).
     if (p.includes('\0')) return null
     try {
-      return this.realPath(p)
+      return this.reach(p)
     } catch (err: any) {
       if (err.code === 'ENOENT' || err.code === 'ENOTDIR' || err.code === 'ELOOP') return null
       throw err

@@ -46,7 +46,7 @@ const ABSENT: RealState = { type: null, fmt: 0, rdev: 0, mode: 0, size: 0, atime
 export function lstatReal (origin: Origin, p: string): RealState {
   let path: string
   try {
-    path = origin.realPath(p) // its directory reached without following a symlink, or an error
+    path = origin.reach(p) // its directory reached without following a symlink, or an error
   } catch (err: any) {
     if (err.code !== 'ENOENT' && err.code !== 'ENOTDIR' && err.code !== 'ELOOP') throw err
     return blocked(origin, p)
@@ -69,7 +69,7 @@ function blocked (origin: Origin, p: string): RealState {
   for (const a of [...ancestors(p)].reverse().slice(1)) { // outermost first, without '/'
     let st: fs.Stats | undefined
     try {
-      st = fs.lstatSync(origin.realPath(a), { throwIfNoEntry: false })
+      st = fs.lstatSync(origin.reach(a), { throwIfNoEntry: false })
     } catch (err: any) {
       // Changed while being looked at: whatever stands in the way now, p is not reachable.
       if (err.code === 'ENOENT' || err.code === 'ENOTDIR' || err.code === 'ELOOP') return ABSENT
