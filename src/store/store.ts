@@ -219,6 +219,16 @@ export class Store {
     return this.meta.nextIno++
   }
 
+  /**
+   * LevelDB takes no write after one that failed (a full disk): its background error stays
+   * until the database is opened again. Reopen it in place (same object, path and options);
+   * what its own log holds is recovered, the data already in its tables is untouched.
+   */
+  async reopen (): Promise<void> {
+    if (this.db.status === 'open') await this.db.close()
+    await this.db.open({ createIfMissing: false })
+  }
+
   async close (): Promise<void> {
     if (this.db.status === 'open') await this.db.close()
     this.wal?.close()
