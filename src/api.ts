@@ -71,26 +71,53 @@ async function pingDaemon (loc: Location): Promise<boolean> {
 
 /**
  * A daemon that lost its mount but still holds the store (it should have exited): stop it,
- * so that the command can go on. Returns true when one was stopped.
+ * so that the command can go on. Returns true when one was stopped. The pid file may be stale
+ * (kill -9, a crash) and its pid reused by any process: only a process proven to be this
+ * workspace's daemon is signalled (daemonIdentity), and proven again before each signal.
  */
 async function stopStaleDaemon (loc: Location): Promise<boolean> {
+  const pidFile = join(loc.dir, 'daemon.pid')
   let pid: number
   try {
-    pid = Number(fs.readFileSync(join(loc.dir, 'daemon.pid'), 'utf8'))
-    process.kill(pid, 0)
+    pid = Number(fs.readFileSync(pidFile, 'utf8').trim())
   } catch {
+    return false
+  }
+  const id = daemonIdentity(pid, loc)
+  if (id === null) {
+    // Gone, or the pid now names another process: the file is stale, that process is not ours.
+    try { fs.unlinkSync(pidFile) } catch {}
     return false
   }
   if (isMounted(loc.workspace) && await pingDaemon(loc)) return false
   process.stderr.write(`cpfs: the daemon of ${loc.workspace} (pid ${pid}) no longer serves a mount but holds the store; stopping it\n`)
   for (const [sig, wait] of [['SIGTERM', 5000], ['SIGKILL', 2000]] as const) {
+    if (daemonIdentity(pid, loc) !== id) return true
     try { process.kill(pid, sig) } catch { return true }
     for (let t = 0; t < wait; t += 50) {
-      try { process.kill(pid, 0) } catch { return true }
+      if (daemonIdentity(pid, loc) !== id) return true
       await new Promise(resolve => setTimeout(resolve, 50))
     }
   }
   return true
+}
+
+/**
+ * The start time of process `pid` (clock ticks since boot, /proc/PID/stat field 22) when its
+ * command line shows it is the daemon of `loc` (daemon/main.js with this workspace's state
+ * directory); else null. The start time tells a reused pid from the process seen before.
+ */
+function daemonIdentity (pid: number, loc: Location): string | null {
+  if (!Number.isInteger(pid) || pid <= 1 || pid === process.pid) return null
+  try {
+    const argv = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')
+    const i = argv.findIndex(a => a.endsWith('/daemon/main.js'))
+    if (i < 0 || JSON.parse(argv[i + 1] ?? 'null')?.loc?.dir !== loc.dir) return null
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8')
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19] ?? null
+  } catch {
+    return null
+  }
 }
 
 async function openSession (loc: Location, create: boolean, dirFd: number): Promise<Session> {

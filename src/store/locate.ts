@@ -143,6 +143,33 @@ export function checkStoreOutside (loc: Location): void {
   }
 }
 
+/**
+ * Make a store private to its owner wherever it lives: every directory 0700, every file 0600
+ * (symlinks left alone). LevelDB creates its files 0666 less the umask, and `--store` may name
+ * an existing 0755 directory: other users could read file contents out of it. Run when a store
+ * is opened (which also fixes stores written by earlier versions) and when it is closed (files
+ * LevelDB made meanwhile). Errors are ignored: a file may vanish under a compaction.
+ */
+export function makePrivate (path: string): void {
+  let st: Stats
+  try {
+    st = lstatSync(path)
+  } catch {
+    return
+  }
+  if (st.isSymbolicLink()) return
+  const want = st.isDirectory() ? 0o700 : 0o600
+  if ((st.mode & 0o7777) !== want) {
+    try { chmodSync(path, want) } catch {}
+  }
+  if (!st.isDirectory()) return
+  let names: string[] = []
+  try {
+    names = readdirSync(path)
+  } catch {}
+  for (const name of names) makePrivate(join(path, name))
+}
+
 /** Record the workspace and its store path so that later commands find them. */
 export function register (loc: Location): void {
   mkdirSync(loc.dir, { recursive: true, mode: 0o700 })
