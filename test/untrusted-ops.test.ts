@@ -24,10 +24,14 @@ if (fuseAvailable(t)) {
     // Someone else fills the disk, and holds it full for about 3 s.
     const fill = spawnSync('dd', ['if=/dev/zero', `of=${join(disk, 'filler')}`, 'bs=1M'], { encoding: 'utf8' })
     t.match(fill.stderr, /No space left on device/, 'the disk is full')
-    await sleep(1500)
-    const during = await cli(w, ['status', w.ws])
-    t.equal(during.code, 0, `the control socket answers while the disk is full: ${during.stderr.trim()}`)
-    await sleep(1500)
+    // Turns while it is full make LevelDB write (a synced batch, a table of what the writer
+    // wrote): they may fail, and the failure used to stay until a remount.
+    for (let i = 0; i < 3; i++) {
+      await cli(w, ['turn', w.ws])
+      const during = await cli(w, ['status', w.ws])
+      t.equal(during.code, 0, `the control socket answers while the disk is full: ${during.stderr.trim()}`)
+      await sleep(500)
+    }
     writer.kill('SIGKILL')
     await new Promise(resolve => writer.once('exit', resolve))
     fs.rmSync(join(disk, 'filler'))
@@ -60,12 +64,11 @@ if (fuseAvailable(t)) {
     fs.writeFileSync(pidFile, `${other.pid}\n`)
     const m = w.cpfs('mount', w.ws)
     t.equal(m.code, 0, `mount proceeds: ${m.stderr.trim()}`)
-    t.equal(other.exitCode, null, 'the unrelated process was not signalled')
-    t.doesNotThrow(() => process.kill(other.pid!, 0), 'and is still alive')
+    t.ok(running(other.pid!), 'the unrelated process was not signalled: it still runs')
     t.not(daemonPid(w.home), other.pid, 'the pid file names the new daemon')
     t.equal(w.run('cat a.txt'), 'a\n', 'the mount works')
     w.ok('unmount', w.ws)
-    t.doesNotThrow(() => process.kill(other.pid!, 0), 'still alive after unmount')
+    t.ok(running(other.pid!), 'and still runs after unmount')
   })
 
   t.test('the store is private wherever --store points, whatever the umask; an older store is fixed on open', async t => {
@@ -107,7 +110,9 @@ if (fuseAvailable(t)) {
     const waiting = spawn(process.execPath, [CLI, 'status', w.ws], { env: w.env, stdio: 'ignore' })
     await sleep(1000)
     waiting.kill('SIGTERM')
+    const guard = setTimeout(() => waiting.kill('SIGKILL'), 120_000) // a hang shows as SIGKILL
     const [code, signal] = await new Promise<[number | null, string | null]>(resolve => waiting.once('exit', (c, s) => resolve([c, s])))
+    clearTimeout(guard)
     t.same({ code, signal }, { code: null, signal: 'SIGTERM' }, 'ended by SIGTERM')
     process.kill(pid, 'SIGCONT')
     t.equal(w.cpfs('status', w.ws).code, 0, 'resumed: status works')
@@ -126,6 +131,16 @@ async function cli (w: Env, args: string[]): Promise<{ code: number, stderr: str
   const code = await new Promise<number>(resolve => child.once('exit', (c, s) => resolve(c ?? (s ? 137 : 1))))
   clearTimeout(guard)
   return { code, stderr }
+}
+
+/** Is pid a live process (not a zombie: a killed child stays one until node reaps it)? */
+function running (pid: number): boolean {
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8')
+    return stat[stat.lastIndexOf(')') + 2] !== 'Z'
+  } catch {
+    return false
+  }
 }
 
 async function gone (pid: number): Promise<void> {
