@@ -6,8 +6,8 @@ import * as fs from 'node:fs'
 import { basename, dirname, join, resolve as resolvePath } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { CpfsError, isCpfsError } from './errors.js'
-import { call, ping } from './control/client.js'
-import { statusFromDaemon, workspacePaths } from './control/mounted.js'
+import { ping } from './control/client.js'
+import { callDaemon, explainTimeout, statusFromDaemon, workspacePaths } from './control/mounted.js'
 import type { ReadyInfo } from './daemon/daemon.js'
 import { runDaemon } from './daemon/daemon.js'
 import { checkFuse, unmountPath } from './fuse/mount.js'
@@ -57,31 +57,67 @@ function where (t: Target): Location {
 }
 
 async function daemonUp (loc: Location): Promise<boolean> {
-  return !loc.stale && isMounted(loc.workspace) && await ping(loc.socket)
+  return !loc.stale && isMounted(loc.workspace) && await pingDaemon(loc)
+}
+
+/** ping, with a daemon that does not answer explained (which pid, stopped or busy, what to do). */
+async function pingDaemon (loc: Location): Promise<boolean> {
+  try {
+    return await ping(loc.socket)
+  } catch (err) {
+    throw explainTimeout(loc, err)
+  }
 }
 
 /**
  * A daemon that lost its mount but still holds the store (it should have exited): stop it,
- * so that the command can go on. Returns true when one was stopped.
+ * so that the command can go on. Returns true when one was stopped. The pid file may be stale
+ * (kill -9, a crash) and its pid reused by any process: only a process proven to be this
+ * workspace's daemon is signalled (daemonIdentity), and proven again before each signal.
  */
 async function stopStaleDaemon (loc: Location): Promise<boolean> {
+  const pidFile = join(loc.dir, 'daemon.pid')
   let pid: number
   try {
-    pid = Number(fs.readFileSync(join(loc.dir, 'daemon.pid'), 'utf8'))
-    process.kill(pid, 0)
+    pid = Number(fs.readFileSync(pidFile, 'utf8').trim())
   } catch {
     return false
   }
-  if (isMounted(loc.workspace) && await ping(loc.socket)) return false
+  const id = daemonIdentity(pid, loc)
+  if (id === null) {
+    // Gone, or the pid now names another process: the file is stale, that process is not ours.
+    try { fs.unlinkSync(pidFile) } catch {}
+    return false
+  }
+  if (isMounted(loc.workspace) && await pingDaemon(loc)) return false
   process.stderr.write(`cpfs: the daemon of ${loc.workspace} (pid ${pid}) no longer serves a mount but holds the store; stopping it\n`)
   for (const [sig, wait] of [['SIGTERM', 5000], ['SIGKILL', 2000]] as const) {
+    if (daemonIdentity(pid, loc) !== id) return true
     try { process.kill(pid, sig) } catch { return true }
     for (let t = 0; t < wait; t += 50) {
-      try { process.kill(pid, 0) } catch { return true }
+      if (daemonIdentity(pid, loc) !== id) return true
       await new Promise(resolve => setTimeout(resolve, 50))
     }
   }
   return true
+}
+
+/**
+ * The start time of process `pid` (clock ticks since boot, /proc/PID/stat field 22) when its
+ * command line shows it is the daemon of `loc` (daemon/main.js with this workspace's state
+ * directory); else null. The start time tells a reused pid from the process seen before.
+ */
+function daemonIdentity (pid: number, loc: Location): string | null {
+  if (!Number.isInteger(pid) || pid <= 1 || pid === process.pid) return null
+  try {
+    const argv = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')
+    const i = argv.findIndex(a => a.endsWith('/daemon/main.js'))
+    if (i < 0 || JSON.parse(argv[i + 1] ?? 'null')?.loc?.dir !== loc.dir) return null
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8')
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19] ?? null
+  } catch {
+    return null
+  }
 }
 
 async function openSession (loc: Location, create: boolean, dirFd: number): Promise<Session> {
@@ -132,7 +168,7 @@ async function keepDisplaced (s: Session): Promise<void> {
 }
 
 async function viaDaemonOr<T> (loc: Location, cmd: string, args: Record<string, unknown>, fn: (s: Session) => Promise<T>, mode: 'write' | 'read' = 'write'): Promise<T> {
-  if (await daemonUp(loc)) return await call(loc.socket, { cmd, args }) as T
+  if (await daemonUp(loc)) return await callDaemon(loc, { cmd, args }) as T
   return await offline(loc, fn, mode)
 }
 
@@ -147,8 +183,8 @@ export async function mount (opts: MountOptions = {}): Promise<ReadyInfo> {
   checkStoreOutside(loc)
   checkNotNested(loc.workspace)
   if (!loc.stale && isMounted(loc.workspace)) {
-    if (await ping(loc.socket)) {
-      const st = await call(loc.socket, { cmd: 'status' }) as { pid: number }
+    if (await pingDaemon(loc)) {
+      const st = await callDaemon(loc, { cmd: 'status' }) as { pid: number }
       throw new CpfsError('ALREADY_MOUNTED', `${loc.workspace} is already mounted by cpfs (daemon pid ${st.pid})`, `use it as it is, or run cpfs unmount ${loc.workspace} first`)
     }
   }
@@ -218,7 +254,7 @@ export interface UnmountResult {
 export async function unmount (opts: Target & { discard?: boolean, force?: boolean } = {}): Promise<UnmountResult> {
   const loc = where(opts)
   if (await daemonUp(loc)) {
-    return await call(loc.socket, { cmd: 'unmount', args: { discard: Boolean(opts.discard), force: Boolean(opts.force) } }) as UnmountResult
+    return await callDaemon(loc, { cmd: 'unmount', args: { discard: Boolean(opts.discard), force: Boolean(opts.force) } }) as UnmountResult
   }
   if (loc.stale || isMounted(loc.workspace)) await unmountPath(loc.workspace, true)
   const fresh = where(opts)
@@ -258,7 +294,7 @@ export interface RewindResult {
 /** Make the workspace what it was when TURN began. Not mounted: through a verified plan. */
 export async function rewind (turnSpec: string | number, opts: Target & { force?: boolean } = {}): Promise<RewindResult> {
   const loc = where(opts)
-  if (await daemonUp(loc)) return { ...await call(loc.socket, { cmd: 'rewind', args: { turn: String(turnSpec) } }) as any, mounted: true }
+  if (await daemonUp(loc)) return { ...await callDaemon(loc, { cmd: 'rewind', args: { turn: String(turnSpec) } }) as any, mounted: true }
   return await offline(loc, async (s) => {
     const t = s.resolveTurn(turnSpec)
     if (opts.force) await keepDisplaced(s)
@@ -283,7 +319,7 @@ export async function restore (turnSpec: string | number, paths: string[], opts:
   const loc = where(opts)
   if (paths.length === 0) throw new CpfsError('USAGE', 'no path to restore', 'name at least one file or directory')
   const rel = workspacePaths(loc.workspace, paths)
-  if (await daemonUp(loc)) return { ...await call(loc.socket, { cmd: 'restore', args: { turn: String(turnSpec), paths: rel } }) as any, mounted: true }
+  if (await daemonUp(loc)) return { ...await callDaemon(loc, { cmd: 'restore', args: { turn: String(turnSpec), paths: rel } }) as any, mounted: true }
   return await offline(loc, async (s) => {
     const pending = s.pending()
     if (pending > 0) throw new CpfsError('PENDING', `${pending} turn${pending === 1 ? ' is' : 's are'} not applied to the real directory yet`, `run cpfs unmount ${loc.workspace} (it applies them) or mount the workspace, then restore`)
@@ -335,7 +371,7 @@ export async function fork (turnSpec: string | number, dest: string, opts: Targe
 /** What `rewind` would do, without doing it (an agent host's confirmation dialog). */
 export async function rewindPreview (turnSpec: string | number, opts: Target = {}): Promise<RewindPreview> {
   const loc = where(opts)
-  if (await daemonUp(loc)) return await call(loc.socket, { cmd: 'preview-rewind', args: { turn: String(turnSpec) } }) as RewindPreview
+  if (await daemonUp(loc)) return await callDaemon(loc, { cmd: 'preview-rewind', args: { turn: String(turnSpec) } }) as RewindPreview
   return await offline(loc, async (s) => await previewRewind(s, String(turnSpec), false), 'read')
 }
 
@@ -353,7 +389,7 @@ export async function diff (spec: string | number | undefined, opts: Target & { 
 
 export async function undo (opts: Target & { force?: boolean } = {}): Promise<RewindResult> {
   const loc = where(opts)
-  if (await daemonUp(loc)) return { ...await call(loc.socket, { cmd: 'undo' }) as any, mounted: true }
+  if (await daemonUp(loc)) return { ...await callDaemon(loc, { cmd: 'undo' }) as any, mounted: true }
   return await offline(loc, async (s) => {
     if (opts.force) await keepDisplaced(s)
     const t = s.undoTarget()
@@ -365,7 +401,7 @@ export async function undo (opts: Target & { force?: boolean } = {}): Promise<Re
 
 export async function redo (opts: Target & { force?: boolean } = {}): Promise<RewindResult> {
   const loc = where(opts)
-  if (await daemonUp(loc)) return { ...await call(loc.socket, { cmd: 'redo' }) as any, mounted: true }
+  if (await daemonUp(loc)) return { ...await callDaemon(loc, { cmd: 'redo' }) as any, mounted: true }
   return await offline(loc, async (s) => {
     if (opts.force) await keepDisplaced(s)
     const change = await s.redoChange()
@@ -378,14 +414,14 @@ export async function redo (opts: Target & { force?: boolean } = {}): Promise<Re
 export async function resetStats (opts: Target = {}): Promise<void> {
   const loc = where(opts)
   if (!await daemonUp(loc)) throw new CpfsError('NOT_MOUNTED', `${loc.workspace} is not mounted`, `run cpfs mount ${loc.workspace} first`)
-  await call(loc.socket, { cmd: 'reset-stats' })
+  await callDaemon(loc, { cmd: 'reset-stats' })
 }
 
 export async function status (opts: Target = {}): Promise<StatusInfo> {
   const loc = where(opts)
   const storeBytes = dirBytes(loc.store)
   if (await daemonUp(loc)) {
-    return statusFromDaemon(loc, await call(loc.socket, { cmd: 'status' }), storeBytes)
+    return statusFromDaemon(loc, await callDaemon(loc, { cmd: 'status' }), storeBytes)
   }
   const stale = loc.stale || isMounted(loc.workspace)
   const empty: StatusInfo = { workspace: loc.workspace, mounted: false, stale, pid: null, head: null, turns: 0, pending: 0, redo: 0, store: loc.store, storeBytes, skipped: [] }

@@ -92,7 +92,8 @@ export async function statusAll (): Promise<StoreInfo[]> {
       continue
     }
     const sandbox = dir.startsWith(join(home, 'sandboxes') + '/')
-    const orphaned = !fs.existsSync(rec.workspace)
+    // A mounted workspace exists: never stat it (a stopped daemon would hang this command).
+    const orphaned = !isMounted(rec.workspace) && !fs.existsSync(rec.workspace)
     // A sandbox's mount lives in its own mount namespace: its socket tells whether it runs.
     const live = orphaned || (!sandbox && !isMounted(rec.workspace)) ? null : await liveStatus(dir)
     const history = live ? null : await readHistory(rec.store, rec.workspace)

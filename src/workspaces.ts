@@ -3,10 +3,10 @@
 // workspaces never nest: a workspace inside another (or containing one) would have two
 // histories for the same files, and a rewind of the outer one would rewrite the inner one
 // behind its back.
-import { existsSync, readFileSync, readdirSync, realpathSync } from 'node:fs'
+import { existsSync, readFileSync, readdirSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { CpfsError } from './errors.js'
-import { cpfsHome, workspaceDir } from './store/locate.js'
+import { cpfsHome, realPathOutside, workspaceDir } from './store/locate.js'
 
 function unescape (s: string): string {
   return s.replace(/\\(\d{3})/g, (_, o) => String.fromCharCode(parseInt(o, 8)))
@@ -58,14 +58,12 @@ export function stateDirOf (m: MountEntry): string | undefined {
 
 const within = (p: string, dir: string): boolean => p === dir || p.startsWith(dir === '/' ? '/' : dir + '/')
 
-/** The path made absolute and, when it can be, real (symlinks resolved). */
+/**
+ * The path made absolute and, when it can be, real (symlinks resolved), without looking into
+ * a cpfs mount (a stopped daemon would hang the caller): the mount table tells (locate.ts).
+ */
 function realish (p: string): string {
-  const abs = resolve(p)
-  try {
-    return realpathSync(abs)
-  } catch {
-    return abs // a mount whose daemon died answers ENOTCONN: the mount table still tells
-  }
+  return realPathOutside(p, new Set(cpfsMounts()))
 }
 
 /** Does `dir` have cpfs history under CPFS_HOME (its record there)? */
@@ -144,7 +142,8 @@ export function checkNotNested (workspace: string): void {
     }
     if (cur === '/') break
   }
-  const inner = [...mounts, ...registered().filter(w => existsSync(w))].find(w => w !== workspace && within(w, workspace))
+  // A mounted workspace exists: never stat it (a stopped daemon would hang this command).
+  const inner = [...mounts, ...registered().filter(w => !mounts.includes(w) && existsSync(w))].find(w => w !== workspace && within(w, workspace))
   if (inner) {
     throw new CpfsError('NESTED', `${workspace} contains the workspace ${inner}; workspaces do not nest`, `mount ${inner} itself, or drop its history first (cpfs unmount ${inner}, then cpfs forget ${inner})`)
   }

@@ -13,7 +13,7 @@ import { formatAll, formatDiff, formatLog, formatPreview, formatPrune, formatSta
 import { statSync, writeFileSync } from 'node:fs'
 import { resolve } from 'node:path'
 import { findWorkspaceOf } from '../workspaces.js'
-import { isRegistered } from '../store/locate.js'
+import { cpfsMountPoints, isRegistered, realPathOutside } from '../store/locate.js'
 import { displayLine } from '../session/labels.js'
 import { HELP, usage } from './help.js'
 import { showingProgress } from './progress.js'
@@ -56,6 +56,8 @@ function note (s: string): void {
 }
 
 function isDirectory (p: string): boolean {
+  // A cpfs mount point is a directory, and a stat of it would hang on a stopped daemon.
+  if (cpfsMountPoints().has(realPathOutside(p))) return true
   try {
     return statSync(p).isDirectory()
   } catch {

@@ -3,6 +3,13 @@ import { CpfsError, isCpfsError } from '../errors.js'
 import { progressSink } from '../progress.js'
 import type { Reply, Request } from './protocol.js'
 
+/**
+ * How long a ping, or the acknowledgement of any request, may take: a live daemon answers at
+ * once, even mid-rewind. Every call is timed (by default its acknowledgement): a stopped daemon
+ * accepts connections and never answers, and a command must never wait on it for good.
+ */
+export const PING_TIMEOUT_MS = 5000
+
 export interface CallOptions {
   /**
    * Give up after this many milliseconds (a stopped daemon still accepts connections but never
@@ -22,7 +29,7 @@ export interface CallOptions {
  * nobody answers in time. When the caller listens for progress (withProgress), the daemon's
  * progress lines go to that listener.
  */
-export function call (socketPath: string, req: Request, opts: CallOptions = {}): Promise<unknown> {
+export function call (socketPath: string, req: Request, opts: CallOptions = { ackTimeoutMs: PING_TIMEOUT_MS }): Promise<unknown> {
   const sink = progressSink()
   if (sink) req = { ...req, progress: true }
   if (opts.ackTimeoutMs !== undefined) req = { ...req, ack: true }
@@ -92,8 +99,6 @@ export function call (socketPath: string, req: Request, opts: CallOptions = {}):
   })
 }
 
-/** How long a ping may take: a live daemon answers at once, even mid-rewind. */
-export const PING_TIMEOUT_MS = 5000
 
 /**
  * Is a daemon listening and answering? False when nobody listens; a daemon that accepts the

@@ -3,8 +3,10 @@
 // this first and loads the rest of cpfs (the store, LevelDB, the planners, the daemon, the MCP
 // SDK) only when the workspace is not mounted. Nothing here may import more than the control
 // client, the locator and the mount table: that is what keeps `cpfs turn` as fast as node starts.
-import { isAbsolute, relative, resolve } from 'node:path'
-import { call, PING_TIMEOUT_MS } from './client.js'
+import { readFileSync } from 'node:fs'
+import { isAbsolute, join, relative, resolve } from 'node:path'
+import { call, PING_TIMEOUT_MS, type CallOptions } from './client.js'
+import type { Request } from './protocol.js'
 import { CpfsError, isCpfsError } from '../errors.js'
 import type { StatusInfo } from '../api.js'
 import { normaliseUserPath } from '../overlay/paths.js'
@@ -41,7 +43,40 @@ export async function askDaemon<T> (loc: Location | null, cmd: string, args?: Re
     return await call(loc.socket, args === undefined ? { cmd } : { cmd, args }, { ackTimeoutMs: PING_TIMEOUT_MS }) as T
   } catch (err) {
     if (isCpfsError(err) && err.code === 'NOT_RUNNING') return undefined
-    throw err
+    throw explainTimeout(loc, err)
+  }
+}
+
+/**
+ * DAEMON_TIMEOUT with what the user needs: which process, whether it is stopped (SIGSTOP, a
+ * debugger) or busy, and how to get out. Other errors come back as they are.
+ */
+export function explainTimeout (loc: Location, err: unknown): unknown {
+  if (!isCpfsError(err) || err.code !== 'DAEMON_TIMEOUT') return err
+  let pid = 0
+  try {
+    pid = Number(readFileSync(join(loc.dir, 'daemon.pid'), 'utf8').trim()) || 0
+  } catch {}
+  let state = ''
+  try {
+    // /proc/PID/stat: "pid (comm) S ...", comm may hold spaces and parentheses.
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8')
+    state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3)
+  } catch {}
+  const who = pid ? `the cpfs daemon of ${loc.workspace} (pid ${pid})` : `the cpfs daemon of ${loc.workspace}`
+  const within = err.message.match(/within ([\d.]+ s)/)?.[1] ?? 'time'
+  if (state === 'T' || state === 't') {
+    return new CpfsError('DAEMON_TIMEOUT', `${who} did not answer within ${within}: it is stopped`, `resume it with kill -CONT ${pid}; or end it with kill -9 ${pid} and run cpfs mount ${loc.workspace}, which recovers the session`)
+  }
+  return new CpfsError('DAEMON_TIMEOUT', `${who} did not answer within ${within}: it is stopped or busy`, `try again in a moment; if it keeps happening see ${join(loc.dir, 'daemon.log')}, or end it${pid ? ` with kill ${pid}` : ''} and run cpfs mount ${loc.workspace}`)
+}
+
+/** A request to the daemon of `loc`, timed (see call), with a timeout explained. */
+export async function callDaemon (loc: Location, req: Request, opts?: CallOptions): Promise<unknown> {
+  try {
+    return await call(loc.socket, req, opts)
+  } catch (err) {
+    throw explainTimeout(loc, err)
   }
 }
 

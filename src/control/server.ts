@@ -26,20 +26,16 @@ export async function serve (socketPath: string, handler: Handler): Promise<net.
         conn.end(JSON.stringify({ ok: false, code: 'BAD_REQUEST', message: 'malformed request' }) + '\n')
         return
       }
-      if (req.ack && !conn.destroyed) conn.write('{"ack":true}\n')
-      // Progress lines go out as the work runs (the work is mostly synchronous: the socket
-      // write is tried at once, and the client reads them as they come).
-      const sink: ProgressSink | undefined = req.progress
-        ? (e) => { if (!conn.destroyed && conn.writable) conn.write(JSON.stringify({ progress: e } satisfies ProgressLine) + '\n') }
-        : undefined
-      withProgress(sink, () => handler(req)).then(
-        (result) => reply(conn, { ok: true, result: result ?? null }),
-        (err) => {
-          if (!isCpfsError(err)) process.stderr.write(`cpfs daemon: internal error: ${err?.stack ?? err}\n`)
-          const e = isCpfsError(err) ? err : new CpfsError('INTERNAL', `internal error: ${String(err?.message ?? err).split('\n')[0]}`, 'see the daemon log in the workspace\'s cpfs directory')
-          reply(conn, { ok: false, code: e.code, message: e.message, hint: e.hint })
+      // A caller that gave up (it timed out on a stopped daemon, or was killed) must not have
+      // its command run later, when the daemon resumes: a turn nobody saw would be sealed. A
+      // caller never ends its side before the reply, so an end already read means it is gone.
+      setImmediate(() => {
+        if (conn.readableEnded || conn.destroyed) {
+          conn.destroy()
+          return
         }
-      )
+        run(conn, req, handler)
+      })
     })
     conn.on('error', () => {})
   })
@@ -49,6 +45,24 @@ export async function serve (socketPath: string, handler: Handler): Promise<net.
   })
   fs.chmodSync(socketPath, 0o600)
   return server
+}
+
+/** Acknowledge, run the handler (with progress lines when asked), reply. */
+function run (conn: net.Socket, req: Request, handler: Handler): void {
+  if (req.ack && !conn.destroyed) conn.write('{"ack":true}\n')
+  // Progress lines go out as the work runs (the work is mostly synchronous: the socket
+  // write is tried at once, and the client reads them as they come).
+  const sink: ProgressSink | undefined = req.progress
+    ? (e) => { if (!conn.destroyed && conn.writable) conn.write(JSON.stringify({ progress: e } satisfies ProgressLine) + '\n') }
+    : undefined
+  withProgress(sink, () => handler(req)).then(
+    (result) => reply(conn, { ok: true, result: result ?? null }),
+    (err) => {
+      if (!isCpfsError(err)) process.stderr.write(`cpfs daemon: internal error: ${err?.stack ?? err}\n`)
+      const e = isCpfsError(err) ? err : new CpfsError('INTERNAL', `internal error: ${String(err?.message ?? err).split('\n')[0]}`, 'see the daemon log in the workspace\'s cpfs directory')
+      reply(conn, { ok: false, code: e.code, message: e.message, hint: e.hint })
+    }
+  )
 }
 
 function reply (conn: net.Socket, r: Reply): void {

@@ -30,6 +30,8 @@ import { mountSource } from '../workspaces.js'
 export interface DaemonOptions {
   loc: Location
   allowOther: boolean
+  /** The user's umask, when the daemon runs with its own (main.ts): plans use the user's. */
+  umask?: number
 }
 
 export interface ReadyInfo {
@@ -60,7 +62,13 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
   let recovered = false
   let outside: ReadyInfo['outside']
   try {
-    recovered = (await recover(session)) !== null
+    // An interrupted plan writes the real directory: with the user's umask, as the CLI would.
+    const own = opts.umask !== undefined ? process.umask(opts.umask) : undefined
+    try {
+      recovered = (await recover(session)) !== null
+    } finally {
+      if (own !== undefined) process.umask(own)
+    }
     const absorbed = await absorbOutsideChanges(session)
     if (absorbed) outside = { turn: absorbed.turn, paths: absorbed.paths.length }
   } catch (err) {
@@ -213,7 +221,10 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
         const kept = await absorbOutsideChanges(session, { force: true })
         if (kept) process.stderr.write(`cpfs daemon: kept ${kept.paths.length} paths changed outside cpfs as turn ${kept.turn} before replacing them\n`)
       }
-      if (mode === 'apply') summary = await applyStack(session, { force })
+      if (mode === 'apply') {
+        if (opts.umask !== undefined) process.umask(opts.umask) // the real directory's files: the user's umask
+        summary = await applyStack(session, { force })
+      }
       if (mode === 'discard') discarded = await session.discard()
     } finally {
       // What the history still needs from the real directory is kept before anyone can edit it.

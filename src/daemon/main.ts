@@ -12,6 +12,10 @@ function report (line: object): void {
 }
 
 const opts = JSON.parse(process.argv[2]) as DaemonOptions
+// Everything the daemon creates for itself (LevelDB's tables and logs, the pid file) is
+// private to its owner, whatever umask the user has. Plans to the real directory get the
+// user's own back (runDaemon), so that what they create is what the CLI would create.
+opts.umask = process.umask(0o077)
 // Nothing a process does inside the mount may take it down: an error no handler caught is
 // logged, and the daemon goes on serving.
 process.on('uncaughtException', (err) => {

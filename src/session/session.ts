@@ -658,8 +658,10 @@ export class Session {
     const run = async (): Promise<void> => {
       if (all.length === 0 && !sync) return
       try {
+        await this.unwedge()
         await this.store.batch(all, sync)
         this.storeFailure = null
+        this.levelFailed = false
         this.chunks.landed(allHexes)
         if (logged) this.store.wal.landed(seq)
       } catch (err: any) {
@@ -667,6 +669,7 @@ export class Session {
         this.retryOps = all.concat(this.retryOps)
         this.retryHexes = allHexes.concat(this.retryHexes)
         this.storeFailure = err
+        this.levelFailed = true
         throw storeWriteError(err)
       }
     }
@@ -758,6 +761,23 @@ export class Session {
       const st = fs.statfsSync(this.store.path)
       this.spaceFree = st.bavail * st.bsize
     } catch {}
+  }
+
+  /** A LevelDB batch failed (not our log): LevelDB refuses every write until it is reopened. */
+  private levelFailed = false
+
+  /**
+   * Before a batch that follows a failed one: once the disk has room again (whoever filled
+   * it), reopen LevelDB, so that a shortage never outlasts itself. While the disk is still
+   * short the batch fails at once, without touching LevelDB (no reopen per request).
+   */
+  private async unwedge (): Promise<void> {
+    if (!this.levelFailed) return
+    this.refreshSpace(true)
+    if (this.spaceFree < this.reserveBytes) throw this.storeFailure ?? fsError('ENOSPC', this.store.path, 'the cpfs store is full')
+    process.stderr.write(`cpfs daemon: ${new Date().toISOString()} the store's disk has room again; reopening the store after its failed write\n`)
+    await this.store.reopen()
+    this.levelFailed = false
   }
 
   private spaceShort (bytes: number): boolean {

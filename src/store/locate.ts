@@ -4,9 +4,9 @@
 // is then recorded in workspace.json), the daemon's log, pid file and control socket. The
 // store may never be inside the workspace: LevelDB opens files by path, and a path inside
 // the mount would make the daemon call into itself.
-import { type Stats, chmodSync, existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, realpathSync, renameSync, statSync, writeFileSync } from 'node:fs'
+import { type Stats, chmodSync, existsSync, lstatSync, mkdirSync, readFileSync, readdirSync, readlinkSync, renameSync, statSync, writeFileSync } from 'node:fs'
 import { homedir, tmpdir } from 'node:os'
-import { basename, join, resolve } from 'node:path'
+import { basename, dirname, join, resolve } from 'node:path'
 import { CpfsError } from '../errors.js'
 
 export interface Location {
@@ -33,7 +33,63 @@ export function workspaceId (workspace: string): string {
   return createHash('sha256').update(workspace).digest('hex').slice(0, 12)
 }
 
+/** Mount points of the cpfs mounts visible here, from /proc/self/mountinfo (no system call on them). */
+export function cpfsMountPoints (): Set<string> {
+  const out = new Set<string>()
+  let text = ''
+  try {
+    text = readFileSync('/proc/self/mountinfo', 'utf8')
+  } catch {
+    return out
+  }
+  for (const line of text.split('\n')) {
+    const parts = line.split(' ')
+    const sep = parts.indexOf('-')
+    if (sep > 0 && parts[sep + 1] === 'fuse.cpfs') out.add(parts[4].replace(/\\(\d{3})/g, (_, o) => String.fromCharCode(parseInt(o, 8))))
+  }
+  return out
+}
+
+/**
+ * realpath(3) that never looks into a cpfs mount: once the path reaches one of `points`, the
+ * rest is taken as written. Any stat of a mount point goes to its daemon, and a stopped daemon
+ * never answers: the caller would wait in the kernel, deaf even to SIGTERM (node catches it, so
+ * it is not fatal there). A path that cannot be resolved comes back absolute, as given.
+ */
+export function realPathOutside (p: string, points: ReadonlySet<string> = cpfsMountPoints()): string {
+  const abs = resolve(p)
+  const todo = abs.split('/').filter(Boolean)
+  let done = '/'
+  let links = 0
+  while (todo.length > 0) {
+    if (points.has(done)) return join(done, ...todo)
+    const name = todo.shift()!
+    if (name === '.') continue
+    if (name === '..') { done = dirname(done); continue }
+    const next = join(done, name)
+    if (points.has(next)) { done = next; continue } // a mount point: never stat it
+    try {
+      if (!lstatSync(next).isSymbolicLink()) { done = next; continue }
+      if (++links > 40) return abs // ELOOP
+      const target = readlinkSync(next)
+      todo.unshift(...target.split('/').filter(Boolean))
+      if (target.startsWith('/')) done = '/'
+    } catch {
+      return abs
+    }
+  }
+  return done
+}
+
 function realWorkspace (dir: string): { path: string, stale: boolean } {
+  const points = cpfsMountPoints()
+  const path = realPathOutside(dir, points)
+  // A cpfs mount (or a path inside one) is known from the mount table: looking at it could
+  // hang on a stopped daemon. Whether its daemon still lives, its control socket tells.
+  for (let cur = path; ; cur = dirname(cur)) {
+    if (points.has(cur)) return { path, stale: false }
+    if (cur === '/') break
+  }
   const abs = resolve(dir)
   let st: Stats
   try {
@@ -44,7 +100,7 @@ function realWorkspace (dir: string): { path: string, stale: boolean } {
     throw new CpfsError('BAD_DIR', `cannot use ${abs}: ${err.code}`, 'pass a directory you can read')
   }
   if (!st.isDirectory()) throw new CpfsError('NOT_DIR', `${abs} is not a directory`, 'pass a directory')
-  return { path: realpathSync(abs), stale: false }
+  return { path, stale: false }
 }
 
 /** The per-workspace directory under CPFS_HOME for the real path `workspace` (need not exist). */
@@ -85,6 +141,33 @@ export function checkStoreOutside (loc: Location): void {
   if (inside(resolve(loc.store)) || inside(loc.dir)) {
     throw new CpfsError('STORE_INSIDE', `the store ${loc.store} is inside the workspace ${loc.workspace}`, 'put the store outside the workspace (--store or CPFS_HOME)')
   }
+}
+
+/**
+ * Make a store private to its owner wherever it lives: every directory 0700, every file 0600
+ * (symlinks left alone). LevelDB creates its files 0666 less the umask, and `--store` may name
+ * an existing 0755 directory: other users could read file contents out of it. Run when a store
+ * is opened (which also fixes stores written by earlier versions) and when it is closed (files
+ * LevelDB made meanwhile). Errors are ignored: a file may vanish under a compaction.
+ */
+export function makePrivate (path: string): void {
+  let st: Stats
+  try {
+    st = lstatSync(path)
+  } catch {
+    return
+  }
+  if (st.isSymbolicLink()) return
+  const want = st.isDirectory() ? 0o700 : 0o600
+  if ((st.mode & 0o7777) !== want) {
+    try { chmodSync(path, want) } catch {}
+  }
+  if (!st.isDirectory()) return
+  let names: string[] = []
+  try {
+    names = readdirSync(path)
+  } catch {}
+  for (const name of names) makePrivate(join(path, name))
 }
 
 /** Record the workspace and its store path so that later commands find them. */

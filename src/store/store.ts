@@ -6,6 +6,7 @@ import { mkdirSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import { reserveBytes } from '../config.js'
 import { CpfsError } from '../errors.js'
+import { makePrivate } from './locate.js'
 import { decode, decodeEntry, encode, encodeEntry } from './codec.js'
 import type { Entry } from './entries.js'
 import { META_KEY, baseKey, entryPrefix, prefixEnd, turnKey, type BatchOp } from './keys.js'
@@ -93,7 +94,10 @@ export class Store {
       if (!opts.create) throw new CpfsError('NO_HISTORY', `no cpfs history for ${opts.workspace}`, `run cpfs mount ${opts.workspace} first`)
       mkdirSync(path, { recursive: true, mode: 0o700 })
     }
+    makePrivate(path)
     const store = new Store(path)
+    // What LevelDB creates now (its log, manifest, LOG) is private from the start.
+    const mask = process.umask(0o077)
     try {
       await store.db.open({ createIfMissing: opts.create })
     } catch (err: any) {
@@ -109,6 +113,8 @@ export class Store {
         throw new CpfsError('NO_HISTORY', `no cpfs history for ${opts.workspace}`, `run cpfs mount ${opts.workspace} first`)
       }
       throw new CpfsError('STORE_OPEN', `cannot open store ${path}: ${cause?.message ?? err?.message}`, 'check the path and its permissions', { cause: err })
+    } finally {
+      process.umask(mask)
     }
     try {
       await store.replayWal()
@@ -219,8 +225,19 @@ export class Store {
     return this.meta.nextIno++
   }
 
+  /**
+   * LevelDB takes no write after one that failed (a full disk): its background error stays
+   * until the database is opened again. Reopen it in place (same object, path and options);
+   * what its own log holds is recovered, the data already in its tables is untouched.
+   */
+  async reopen (): Promise<void> {
+    if (this.db.status === 'open') await this.db.close()
+    await this.db.open({ createIfMissing: false })
+  }
+
   async close (): Promise<void> {
     if (this.db.status === 'open') await this.db.close()
     this.wal?.close()
+    makePrivate(this.path) // tables and logs LevelDB created while open
   }
 }
