@@ -1,0 +1,187 @@
+// cpfs fsck: check a store that no daemon holds, repair what can be rebuilt, and say what is
+// lost. Checks: what opening found (integrity.ts: damage in cpfs's write-ahead log, records
+// LevelDB dropped or lost, turn records missing), every record decodes, every chunk matches its
+// SHA-256, every chunk an entry names is there. Repairs: the write-ahead log's records before
+// its damage are applied and the log emptied; a lost turn record gets an empty one; records
+// that do not decode are deleted (their paths are listed as lost); unreferenced chunks are
+// deleted; a loss that was reported is accepted, so that the store opens again. A damaged chunk
+// stays where it is: reading it keeps failing (EIO), never returns wrong bytes, and the lines
+// say which files in which turns hold it.
+import { CpfsError } from '../errors.js'
+import { decode, decodeEntry } from './codec.js'
+import { hashChunk } from './chunks.js'
+import type { Entry } from './entries.js'
+import { DAMAGED_FILE, levelError, resetWitness, type StoreProblem } from './integrity.js'
+import { JOURNAL_KEY, META_KEY, chunkKey, turnKey, type BatchOp } from './keys.js'
+import { Store, type TurnRecord } from './store.js'
+import { walSeqOp } from './wal.js'
+import { encode } from './codec.js'
+import { rmSync } from 'node:fs'
+import { join } from 'node:path'
+
+export interface FsckResult {
+  store: string
+  /** Damage found, one line each (what is lost and where). */
+  damage: string[]
+  /** What was put right, one line each. */
+  repaired: string[]
+  /** Paths whose content is lost, with the turns (or other layers) that hold them. */
+  lost: Array<{ path: string, where: string }>
+  chunks: number
+  records: number
+  /** No damage found (repairs of garbage, such as unreferenced chunks, do not count). */
+  clean: boolean
+}
+
+/** Check and repair the store at `path`; the caller makes sure no daemon has it open. */
+export async function fsckStore (path: string, workspace: string): Promise<FsckResult> {
+  const store = await Store.open(path, { workspace, create: false, tolerate: true })
+  const res: FsckResult = { store: path, damage: [], repaired: [], lost: [], chunks: 0, records: 0, clean: true }
+  try {
+    await fromOpening(store, store.problems, res)
+    await scan(store, res)
+  } finally {
+    await store.close()
+  }
+  res.clean = res.damage.length === 0
+  return res
+}
+
+/** Where a layer is in the history: "turn N", or the stack that keeps it. */
+function layerNames (store: Store): Map<number, string> {
+  const names = new Map<number, string>()
+  const m = store.meta
+  m.stack.forEach((l, i) => names.set(l, `turn ${i + 1}`))
+  m.redo.forEach((s, r) => s.forEach((l, i) => { if (!names.has(l)) names.set(l, `turn ${i + 1} of redo stack ${r + 1}`) }))
+  ;(m.discarded ?? []).forEach((d, r) => d.stack.forEach((l, i) => { if (!names.has(l)) names.set(l, `turn ${i + 1} of discarded stack ${r + 1}`) }))
+  m.applied.forEach((l, i) => { if (!names.has(l)) names.set(l, `turn ${i + 1} of the applied view`) })
+  return names
+}
+
+/** The path and place of an entry key (e<layer><path> or b<path>). */
+function keyPlace (key: string, names: Map<number, string>): { path: string, where: string } | null {
+  if (key.startsWith('e')) {
+    const layer = Number(key.slice(1, 11))
+    return { path: key.slice(11), where: names.get(layer) ?? `unused layer ${layer}` }
+  }
+  if (key.startsWith('b')) return { path: key.slice(1), where: 'the real directory\'s original state' }
+  return null
+}
+
+async function fromOpening (store: Store, problems: StoreProblem[], res: FsckResult): Promise<void> {
+  const names = layerNames(store)
+  for (const p of problems) {
+    res.damage.push(p.error.message)
+    if (p.kind === 'wal' && p.walScan) {
+      // Apply the intact records before the damage (LevelDB may have some already); what the
+      // damaged record and the ones after it held is lost.
+      const applied = p.walApplied ?? 0
+      const good = p.walScan.records.filter(r => r.seq > applied)
+      for (const r of good) await store.db.batch([...r.ops, walSeqOp(r.seq)] as any, { sync: true })
+      const lastSeq = Math.max(applied, ...p.walScan.records.map(r => r.seq), ...(p.walScan.damage?.after ?? []).map(r => r.seq))
+      const lostKeys = new Set<string>()
+      for (const r of p.walScan.damage?.after ?? []) for (const op of r.ops) lostKeys.add(op.key)
+      for (const key of lostKeys) {
+        const place = keyPlace(key, names)
+        if (place) res.lost.push(place)
+      }
+      await store.db.batch([walSeqOp(lastSeq)] as any, { sync: true })
+      store.wal.seq = lastSeq
+      store.wal.landed(lastSeq, true)
+      res.repaired.push(`applied the ${good.length} intact record(s) of the write-ahead log before its damage and emptied it${lostKeys.size ? '' : ' (the damaged record could not be read: which paths it changed is unknown)'}`)
+    } else if (p.kind === 'turns') {
+      const ops: BatchOp[] = []
+      for (const t of p.turns ?? []) {
+        const rec: TurnRecord = { layer: store.meta.stack[t - 1], openedAt: 0 }
+        ops.push({ type: 'put', key: turnKey(rec.layer), value: encode(rec) })
+      }
+      await store.batch(ops, true)
+      res.repaired.push(`wrote empty records (no time, no message) for turn ${(p.turns ?? []).join(', ')}`)
+    } else if (p.kind === 'lost' || p.kind === 'dropped') {
+      if (p.turns?.length) for (const t of p.turns) res.lost.push({ path: '/', where: `turn ${t} (the whole turn)` })
+      res.repaired.push('accepted the history as LevelDB holds it now (the store opens again)')
+    }
+  }
+  if (problems.some(p => p.kind === 'lost' || p.kind === 'dropped')) {
+    rmSync(join(store.path, DAMAGED_FILE), { force: true })
+    resetWitness(store)
+  }
+}
+
+function addRefs (e: Entry, key: string, refs: Map<string, string[]>): void {
+  if (e.t !== 'f') return
+  for (const c of e.chunks.values()) {
+    if (!c) continue
+    const hex = c.toString('hex')
+    const list = refs.get(hex)
+    if (list) list.push(key)
+    else refs.set(hex, [key])
+  }
+}
+
+async function scan (store: Store, res: FsckResult): Promise<void> {
+  const names = layerNames(store)
+  const refs = new Map<string, string[]>()
+  const damagedChunks = new Set<string>()
+  const chunks = new Set<string>()
+  const del: BatchOp[] = []
+  try {
+    for await (const [key, value] of store.db.iterator()) {
+      res.records++
+      const kind = key[0]
+      if (kind === 'c') {
+        const hex = key.slice(1)
+        res.chunks++
+        chunks.add(hex)
+        if (hashChunk(value).toString('hex') !== hex) damagedChunks.add(hex)
+        continue
+      }
+      try {
+        if (kind === 'e' || kind === 'b') addRefs(decodeEntry(value), key, refs)
+        else decode(value)
+      } catch {
+        const place = keyPlace(key, names)
+        res.damage.push(`record ${JSON.stringify(key)} does not decode${place ? ` (${place.path} in ${place.where})` : ''}`)
+        if (place) res.lost.push(place)
+        if (key !== META_KEY) del.push({ type: 'del', key })
+      }
+    }
+  } catch (err) {
+    const e = levelError(store.path, err)
+    if (!e) throw err
+    // LevelDB cannot read past a damaged block: the records there are not checked.
+    res.damage.push(`${e.message} (the scan stopped there: later records were not checked)`)
+  }
+  for (const [hex, keys] of refs) {
+    const missing = !chunks.has(hex)
+    if (!missing && !damagedChunks.has(hex)) continue
+    res.damage.push(`chunk ${hex} is ${missing ? 'missing' : 'damaged (its bytes do not match their SHA-256)'}; it holds part of ${keys.map(k => { const p = keyPlace(k, names); return p ? `${p.path} in ${p.where}` : k }).join(', ')}`)
+    for (const k of keys) {
+      const p = keyPlace(k, names)
+      if (p) res.lost.push(p)
+    }
+  }
+  if (del.length) {
+    await store.batch(del, true)
+    res.repaired.push(`deleted ${del.length} record(s) that do not decode`)
+  }
+  // Unreferenced chunks are garbage a crash can leave (chunks.ts); a plan in progress may still
+  // need chunks of its journal, so they stay while there is one.
+  if (!store.getSync(JOURNAL_KEY)) {
+    const unref = [...chunks].filter(h => !refs.has(h))
+    for (let i = 0; i < unref.length; i += 1000) {
+      await store.batch(unref.slice(i, i + 1000).map(h => ({ type: 'del' as const, key: chunkKey(h) })), false)
+    }
+    if (unref.length) res.repaired.push(`deleted ${unref.length} unreferenced chunk(s)`)
+  }
+  res.lost = dedupe(res.lost)
+}
+
+function dedupe (lost: FsckResult['lost']): FsckResult['lost'] {
+  const seen = new Set<string>()
+  return lost.filter(l => { const k = l.path + '\0' + l.where; if (seen.has(k)) return false; seen.add(k); return true })
+}
+
+export function fsckRefusal (workspace: string): CpfsError {
+  return new CpfsError('MOUNTED', `${workspace} is mounted: cpfs fsck checks a store no daemon holds`, `run cpfs unmount ${workspace} first (or cpfs unmount --discard to leave the real directory as it is)`)
+}
