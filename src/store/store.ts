@@ -176,6 +176,12 @@ export class Store {
     const raw = this.getSync(WAL_SEQ_KEY)
     const applied = raw ? decode<number>(raw) : 0
     const scan = this.wal.scan()
+    // Damage that LevelDB covers already (the bad record's number, between the good ones
+    // around it, is at most what LevelDB holds) costs nothing: replay goes on after it.
+    if (scan.damage && scan.damage.after.length && scan.damage.after[0].seq - 1 <= applied) {
+      scan.records.push(...scan.damage.after)
+      scan.damage = null
+    }
     if (scan.damage) {
       // Damage in the middle: nothing of it is applied here (fsck applies what comes before it).
       const error = walCorrupt(this.path, scan.damage)
