@@ -137,8 +137,11 @@ async function scan (store: Store, res: FsckResult): Promise<void> {
         continue
       }
       try {
-        if (kind === 'e' || kind === 'b') addRefs(decodeEntry(value), key, refs)
-        else decode(value)
+        if (kind === 'e' || kind === 'b') {
+          const e = decodeEntry(value)
+          if (typeof e !== 'object' || e === null || typeof e.t !== 'string') throw new Error('not an entry')
+          addRefs(e, key, refs)
+        } else decode(value)
       } catch {
         const place = keyPlace(key, names)
         res.damage.push(`record ${JSON.stringify(key)} does not decode${place ? ` (${place.path} in ${place.where})` : ''}`)
