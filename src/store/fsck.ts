@@ -7,11 +7,12 @@
 // deleted; a loss that was reported is accepted, so that the store opens again. A damaged chunk
 // stays where it is: reading it keeps failing (EIO), never returns wrong bytes, and the lines
 // say which files in which turns hold it.
-import { CpfsError } from '../errors.js'
+import { ClassicLevel } from 'classic-level'
+import { CpfsError, isCpfsError } from '../errors.js'
 import { decode, decodeEntry } from './codec.js'
 import { hashChunk } from './chunks.js'
 import type { Entry } from './entries.js'
-import { DAMAGED_FILE, levelError, resetWitness, type StoreProblem } from './integrity.js'
+import { DAMAGED_FILE, levelError, missingTurnRecords, resetWitness, type StoreProblem } from './integrity.js'
 import { JOURNAL_KEY, META_KEY, chunkKey, turnKey, type BatchOp } from './keys.js'
 import { Store, type TurnRecord } from './store.js'
 import { walSeqOp } from './wal.js'
@@ -35,10 +36,21 @@ export interface FsckResult {
 
 /** Check and repair the store at `path`; the caller makes sure no daemon has it open. */
 export async function fsckStore (path: string, workspace: string): Promise<FsckResult> {
-  const store = await Store.open(path, { workspace, create: false, tolerate: true })
   const res: FsckResult = { store: path, damage: [], repaired: [], lost: [], chunks: 0, records: 0, clean: true }
+  let store: Store
   try {
-    await fromOpening(store, store.problems, res)
+    store = await Store.open(path, { workspace, create: false, tolerate: true })
+  } catch (err) {
+    if (!isCpfsError(err) || err.code !== 'STORE_CORRUPT' || !/damaged|corrupt/.test(err.message)) throw err
+    // LevelDB itself cannot open (a damaged manifest or table): its repair rebuilds the
+    // database from the tables and logs it finds, dropping what it cannot read.
+    res.damage.push(err.message)
+    await ClassicLevel.repair(join(path, 'db'))
+    res.repaired.push('LevelDB\'s repair rebuilt the database from its files (records it could not read are gone; the checks below say which files that cost)')
+    store = await Store.open(path, { workspace, create: false, tolerate: true })
+  }
+  try {
+    await fromOpening(store, [...store.problems, ...missingTurnRecords(store)], res)
     await scan(store, res)
   } finally {
     await store.close()

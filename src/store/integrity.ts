@@ -10,7 +10,7 @@
 //   and, once on disk, the counter is written to WITNESS_FILE outside LevelDB. The witness is
 //   written after the sync, so it can lag behind LevelDB (a crash) but never lead it: LevelDB
 //   holding a smaller number means it lost synced batches;
-// - every layer of the stack has its turn record.
+// - (cpfs fsck) every layer of the stack has its turn record.
 import { existsSync, readFileSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { CpfsError } from '../errors.js'
@@ -98,12 +98,18 @@ export function checkOnOpen (store: Store): StoreProblem[] {
     const what = missing.length ? `turn${missing.length > 1 ? 's' : ''} ${missing.length > 1 ? `${missing[0]}-${missing[missing.length - 1]}` : missing[0]} missing, ` : ''
     out.push({ kind: 'lost', turns: missing, error: new CpfsError('STORE_CORRUPT', `store ${store.path} lost its last ${w.n - store.syncCount} synced change(s) (${what}LevelDB's log was damaged or truncated)`, hint) })
   }
+  return out
+}
+
+/**
+ * Every layer of the stack has its turn record (fsck only: stores of earlier versions are not
+ * known to have written one for every layer, and a record holds only labels and times).
+ */
+export function missingTurnRecords (store: Store): StoreProblem[] {
   const missing: number[] = []
   store.meta.stack.forEach((layer, i) => { if (store.getSync(turnKey(layer)) === undefined) missing.push(i + 1) })
-  if (missing.length) {
-    out.push({ kind: 'turns', turns: missing, error: new CpfsError('STORE_CORRUPT', `store ${store.path} is missing the record of turn ${missing.join(', ')}`, hint) })
-  }
-  return out
+  if (!missing.length) return []
+  return [{ kind: 'turns', turns: missing, error: new CpfsError('STORE_CORRUPT', `store ${store.path} is missing the record of turn ${missing.join(', ')}`, corruptHint(store.workspaceHint())) }]
 }
 
 /**
