@@ -4,20 +4,22 @@
 // SHA-256, every chunk an entry names is there. Repairs: the write-ahead log's records before
 // its damage are applied and the log emptied; a lost turn record gets an empty one; records
 // that do not decode are deleted (their paths are listed as lost); unreferenced chunks are
-// deleted; a loss that was reported is accepted, so that the store opens again. A damaged chunk
-// stays where it is: reading it keeps failing (EIO), never returns wrong bytes, and the lines
-// say which files in which turns hold it.
+// deleted; a loss that was reported is accepted, so that the store opens again; a damaged or
+// missing chunk whose bytes are still in the real directory (same path, same offset, matching
+// SHA-256) is read again from there. Any other damaged chunk stays where it is: reading it
+// keeps failing (EIO), never returns wrong bytes, and the lines say which files in which turns
+// hold it.
 import { ClassicLevel } from 'classic-level'
 import { CpfsError, isCpfsError } from '../errors.js'
 import { decode, decodeEntry } from './codec.js'
 import { hashChunk } from './chunks.js'
-import type { Entry } from './entries.js'
+import { CHUNK_SIZE, type Entry } from './entries.js'
 import { DAMAGED_FILE, levelError, missingTurnRecords, resetWitness, type StoreProblem } from './integrity.js'
 import { JOURNAL_KEY, META_KEY, chunkKey, turnKey, type BatchOp } from './keys.js'
 import { Store, type TurnRecord } from './store.js'
 import { walSeqOp } from './wal.js'
 import { encode } from './codec.js'
-import { rmSync } from 'node:fs'
+import { closeSync, constants, fstatSync, openSync, readSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 
 export interface FsckResult {
@@ -51,7 +53,7 @@ export async function fsckStore (path: string, workspace: string): Promise<FsckR
   }
   try {
     await fromOpening(store, [...store.problems, ...missingTurnRecords(store)], res)
-    await scan(store, res)
+    await scan(store, res, workspace)
   } finally {
     await store.close()
   }
@@ -100,7 +102,7 @@ async function fromOpening (store: Store, problems: StoreProblem[], res: FsckRes
       await store.db.batch([walSeqOp(lastSeq)] as any, { sync: true })
       store.wal.seq = lastSeq
       store.wal.landed(lastSeq, true)
-      res.repaired.push(`applied the ${good.length} intact record(s) of the write-ahead log before its damage and emptied it${lostKeys.size ? '' : ' (the damaged record could not be read: which paths it changed is unknown)'}`)
+      res.repaired.push(`applied the ${good.length} intact record(s) of the write-ahead log before its damage and emptied it (the paths of the damaged record itself cannot be read; those of the records after it are listed as lost)`)
     } else if (p.kind === 'turns') {
       const ops: BatchOp[] = []
       for (const t of p.turns ?? []) {
@@ -120,20 +122,52 @@ async function fromOpening (store: Store, problems: StoreProblem[], res: FsckRes
   }
 }
 
-function addRefs (e: Entry, key: string, refs: Map<string, string[]>): void {
+/** The entries (keys) that hold a chunk, and at which chunk index of their file. */
+type Refs = Map<string, Array<{ key: string, idx: number }>>
+
+function addRefs (e: Entry, key: string, refs: Refs): void {
   if (e.t !== 'f') return
-  for (const c of e.chunks.values()) {
+  for (const [idx, c] of e.chunks) {
     if (!c) continue
     const hex = c.toString('hex')
     const list = refs.get(hex)
-    if (list) list.push(key)
-    else refs.set(hex, [key])
+    if (list) list.push({ key, idx })
+    else refs.set(hex, [{ key, idx }])
   }
 }
 
-async function scan (store: Store, res: FsckResult): Promise<void> {
+/**
+ * The bytes of a chunk from the real directory: the same range of a file at a path that holds
+ * it, if the file there still has those bytes. Chunks are named by their SHA-256, so bytes that
+ * hash to the name are the chunk, wherever they were read.
+ */
+function fromReal (workspace: string, hex: string, places: Array<{ key: string, idx: number }>): { data: Buffer, path: string } | null {
+  for (const { key, idx } of places) {
+    const path = key.startsWith('e') ? key.slice(11) : key.startsWith('b') ? key.slice(1) : null
+    if (!path || !path.startsWith('/') || path.includes('\0') || path.split('/').includes('..')) continue
+    let fd: number
+    try {
+      fd = openSync(workspace + path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK)
+    } catch {
+      continue
+    }
+    try {
+      if (!fstatSync(fd).isFile()) continue
+      const buf = Buffer.alloc(CHUNK_SIZE)
+      const n = readSync(fd, buf, 0, CHUNK_SIZE, idx * CHUNK_SIZE)
+      const data = buf.subarray(0, n)
+      if (hashChunk(data).toString('hex') === hex) return { data, path }
+    } catch {
+    } finally {
+      closeSync(fd)
+    }
+  }
+  return null
+}
+
+async function scan (store: Store, res: FsckResult, workspace: string): Promise<void> {
   const names = layerNames(store)
-  const refs = new Map<string, string[]>()
+  const refs: Refs = new Map()
   const damagedChunks = new Set<string>()
   const chunks = new Set<string>()
   const del: BatchOp[] = []
@@ -167,15 +201,26 @@ async function scan (store: Store, res: FsckResult): Promise<void> {
     // LevelDB cannot read past a damaged block: the records there are not checked.
     res.damage.push(`${e.message} (the scan stopped there: later records were not checked)`)
   }
-  for (const [hex, keys] of refs) {
+  const reread: BatchOp[] = []
+  for (const [hex, places] of refs) {
     const missing = !chunks.has(hex)
     if (!missing && !damagedChunks.has(hex)) continue
-    res.damage.push(`chunk ${hex} is ${missing ? 'missing' : 'damaged (its bytes do not match their SHA-256)'}; it holds part of ${keys.map(k => { const p = keyPlace(k, names); return p ? `${p.path} in ${p.where}` : k }).join(', ')}`)
-    for (const k of keys) {
-      const p = keyPlace(k, names)
+    const state = missing ? 'missing' : 'damaged (its bytes do not match their SHA-256)'
+    const found = fromReal(workspace, hex, places)
+    if (found) {
+      reread.push({ type: 'put', key: chunkKey(hex), value: found.data })
+      damagedChunks.delete(hex)
+      chunks.add(hex)
+      res.repaired.push(`chunk ${hex} was ${state}: read its bytes again from ${found.path.slice(1)} in the real directory`)
+      continue
+    }
+    res.damage.push(`chunk ${hex} is ${state}; it holds part of ${places.map(({ key }) => { const p = keyPlace(key, names); return p ? `${p.path} in ${p.where}` : key }).join(', ')}`)
+    for (const { key } of places) {
+      const p = keyPlace(key, names)
       if (p) res.lost.push(p)
     }
   }
+  if (reread.length) await store.batch(reread, true)
   if (del.length) {
     await store.batch(del, true)
     res.repaired.push(`deleted ${del.length} record(s) that do not decode`)

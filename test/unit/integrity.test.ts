@@ -91,3 +91,19 @@ t.test('fsck: damaged and missing chunks name their files and turns; unreference
   const again = await fsckStore(d, '/w')
   t.same(again.lost.map(l => l.path).sort(), ['/bad.txt', '/gone.txt'], 'a damaged chunk stays damaged: the next run says so again')
 })
+
+t.test('fsck: LevelDB that cannot open is rebuilt by its repair', async t => {
+  const d = join(dir, 'e')
+  let s = await Store.open(d, { workspace: '/w', create: true })
+  await s.batch([{ type: 'put', key: entryKey(1, '/a'), value: encodeEntry({ t: 'd', mode: 0o755 } as any) }], true)
+  await s.close()
+  for (const name of fs.readdirSync(join(d, 'db'))) {
+    if (name.startsWith('MANIFEST')) fs.writeFileSync(join(d, 'db', name), Buffer.alloc(4096, 0xab))
+  }
+  await t.rejects(Store.open(d, { workspace: '/w', create: false }), { code: 'STORE_CORRUPT', message: /is corrupt/ })
+  const r = await fsckStore(d, '/w')
+  t.match(r.repaired.join('\n'), /LevelDB's repair rebuilt/)
+  s = await Store.open(d, { workspace: '/w', create: false })
+  t.ok(s.getSync(entryKey(1, '/a')), 'the records are back')
+  await s.close()
+})
