@@ -11,7 +11,7 @@
 //   written after the sync, so it can lag behind LevelDB (a crash) but never lead it: LevelDB
 //   holding a smaller number means it lost synced batches;
 // - (cpfs fsck) every layer of the stack has its turn record.
-import { existsSync, readFileSync, writeFileSync } from 'node:fs'
+import { closeSync, constants, existsSync, openSync, readFileSync, writeFileSync, writeSync } from 'node:fs'
 import { join } from 'node:path'
 import { CpfsError } from '../errors.js'
 import { decode } from './codec.js'
@@ -61,14 +61,31 @@ export function readWitness (path: string): Witness | null {
   }
 }
 
-let lastWritten = new WeakMap<Store, number>()
+const lastWritten = new WeakMap<Store, number>()
+const witnessFds = new WeakMap<Store, number>()
+
+/**
+ * The witness as one fixed-size pwrite into a file kept open: rewriting it with writeFileSync
+ * truncates it first, and ext4 (auto_da_alloc) then flushes it on close, ~3 ms per sealed turn.
+ */
+function putWitness (store: Store, w: Witness): void {
+  let fd = witnessFds.get(store)
+  if (fd === undefined) {
+    fd = openSync(join(store.path, WITNESS_FILE), constants.O_RDWR | constants.O_CREAT, 0o600)
+    witnessFds.set(store, fd)
+  }
+  // Padded: a shorter number after a longer one must not leave the old tail behind.
+  writeSync(fd, JSON.stringify(w).padEnd(WITNESS_BYTES), 0)
+}
+
+const WITNESS_BYTES = 64
 
 /** After synced batch `n` is on disk. Not synced itself: the witness may only lag. */
 export function writeWitness (store: Store, n: number): void {
   if ((lastWritten.get(store) ?? 0) >= n) return
   lastWritten.set(store, n)
   try {
-    writeFileSync(join(store.path, WITNESS_FILE), JSON.stringify({ n, turns: store.meta?.stack.length ?? 0 }), { mode: 0o600 })
+    putWitness(store, { n, turns: store.meta?.stack.length ?? 0 })
   } catch {
     // A witness that could not be written only weakens the check (it stays behind).
   }
@@ -76,8 +93,15 @@ export function writeWitness (store: Store, n: number): void {
 
 /** Forget the witness's past (fsck accepted a loss): the witness is set to what LevelDB holds. */
 export function resetWitness (store: Store): void {
-  lastWritten = new WeakMap()
-  writeFileSync(join(store.path, WITNESS_FILE), JSON.stringify({ n: store.syncCount, turns: store.meta.stack.length }), { mode: 0o600 })
+  lastWritten.set(store, store.syncCount)
+  putWitness(store, { n: store.syncCount, turns: store.meta.stack.length })
+}
+
+export function closeWitness (store: Store): void {
+  const fd = witnessFds.get(store)
+  if (fd === undefined) return
+  witnessFds.delete(store)
+  closeSync(fd)
 }
 
 /** The checks of an opening, after the write-ahead log was replayed and the metadata read. */
@@ -88,7 +112,7 @@ export function checkOnOpen (store: Store): StoreProblem[] {
   store.syncCount = raw ? decode<number>(raw) : 0
   const dropped = droppedLines(store.path)
   if (dropped.length) {
-    out.push({ kind: 'dropped', error: new CpfsError('STORE_CORRUPT', `store ${store.path} lost records: LevelDB found its log damaged and skipped part of it (${dropped[0].trim()})`, hint) })
+    out.push({ kind: 'dropped', error: new CpfsError('STORE_CORRUPT', `store ${store.path} lost records: LevelDB found its log damaged and skipped part of it (${dropped[0].match(/[^/\s]+: dropping .*/)?.[0] ?? dropped[0].trim()})`, hint) })
   }
   const w = readWitness(store.path)
   if (w && w.n > store.syncCount) {

@@ -3,7 +3,7 @@
 // that moves the stack pointer, a sealed turn is one synced batch.
 import { ClassicLevel } from 'classic-level'
 import { mkdirSync, statSync } from 'node:fs'
-import { INTEGRITY_KEY, checkOnOpen, corruptHint, levelError, writeWitness, type StoreProblem } from './integrity.js'
+import { INTEGRITY_KEY, checkOnOpen, closeWitness, corruptHint, levelError, writeWitness, type StoreProblem } from './integrity.js'
 import { join } from 'node:path'
 import { reserveBytes } from '../config.js'
 import { CpfsError, isCpfsError } from '../errors.js'
@@ -82,6 +82,9 @@ export class Store {
   /** Batches answered before LevelDB has them (wal.ts). */
   wal!: Wal
 
+  /** The workspace the caller named (for hints before the metadata is read). */
+  private workspace = ''
+
   private constructor (path: string) {
     this.path = path
     this.db = new ClassicLevel<string, Buffer>(join(path, 'db'), { keyEncoding: 'utf8', valueEncoding: 'buffer', writeBufferSize: writeBufferFor(reserveBytes()) })
@@ -103,6 +106,7 @@ export class Store {
       mkdirSync(path, { recursive: true, mode: 0o700 })
     }
     const store = new Store(path)
+    store.workspace = opts.workspace
     try {
       await store.db.open({ createIfMissing: opts.create })
     } catch (err: any) {
@@ -184,7 +188,7 @@ export class Store {
     }
     if (scan.damage) {
       // Damage in the middle: nothing of it is applied here (fsck applies what comes before it).
-      const error = walCorrupt(this.path, scan.damage)
+      const error = walCorrupt(this.path, scan.damage, this.workspaceHint())
       if (!tolerate) throw error
       this.walProblems.push({ kind: 'wal', error, walScan: scan, walApplied: applied })
       this.wal.seq = Math.max(applied, ...scan.records.map(r => r.seq), ...scan.damage.after.map(r => r.seq))
@@ -195,7 +199,7 @@ export class Store {
     // truncated LevelDB log), and replaying the rest over the hole would hide that.
     const first = scan.records[0]?.seq
     if (first !== undefined && first > applied + 1) {
-      const error = new CpfsError('STORE_CORRUPT', `store ${this.path} lost recorded changes ${applied + 1}..${first - 1} (LevelDB's log was damaged or truncated)`, corruptHint(this.path))
+      const error = new CpfsError('STORE_CORRUPT', `store ${this.path} lost recorded changes ${applied + 1}..${first - 1} (LevelDB's log was damaged or truncated)`, corruptHint(this.workspaceHint()))
       if (!tolerate) throw error
       this.walProblems.push({ kind: 'lost', error })
     }
@@ -246,7 +250,7 @@ export class Store {
 
   /** Where `cpfs fsck` should be pointed to check this store. */
   workspaceHint (): string {
-    return this.meta?.workspace ?? this.path
+    return this.meta?.workspace ?? (this.workspace || this.path)
   }
 
   /** A range of the store; a LevelDB corruption met on the way becomes STORE_CORRUPT. */
@@ -305,6 +309,7 @@ export class Store {
   async close (): Promise<void> {
     if (this.db.status === 'open') await this.db.close()
     this.wal?.close()
+    closeWitness(this)
   }
 }
 

@@ -106,8 +106,8 @@ export interface WalScan {
   damage: WalDamage | null
 }
 
-export function walCorrupt (storePath: string, d: WalDamage): CpfsError {
-  return new CpfsError('STORE_CORRUPT', `the write-ahead log of store ${storePath} is damaged at byte ${d.offset} (${d.reason}; ${d.after.length} later record(s) cannot be applied)`, 'run cpfs fsck to apply what can be saved and list what is lost')
+export function walCorrupt (storePath: string, d: WalDamage, workspace = ''): CpfsError {
+  return new CpfsError('STORE_CORRUPT', `the write-ahead log of store ${storePath} is damaged at byte ${d.offset} (${d.reason}; ${d.after.length} later record(s) cannot be applied)`, `run cpfs fsck ${workspace ? workspace + ' ' : ''}to apply what can be saved and list what is lost`)
 }
 
 /** One record at `at`, or why there is none. */
