@@ -433,3 +433,15 @@ export async function status (opts: Target = {}): Promise<StatusInfo> {
     return out
   }, 'read')
 }
+
+/**
+ * Check the workspace's store, repair what can be rebuilt and list what is lost (store/fsck.ts).
+ * Refuses while the workspace is mounted: the daemon holds the store and its caches.
+ */
+export async function fsck (opts: Target = {}): Promise<import('./store/fsck.js').FsckResult> {
+  const loc = where(opts)
+  const { fsckStore, fsckRefusal } = await import('./store/fsck.js')
+  if (loc.stale || isMounted(loc.workspace)) throw fsckRefusal(loc.workspace)
+  if (!fs.existsSync(join(loc.store, 'db'))) throw new CpfsError('NO_HISTORY', `no cpfs history for ${loc.workspace}`, `run cpfs mount ${loc.workspace} first`)
+  return await fsckStore(loc.store, loc.workspace)
+}

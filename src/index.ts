@@ -6,4 +6,6 @@ export type { Target, MountOptions, UnmountResult, RewindResult, RestoreResult, 
 export type { TurnInfo } from './session/session.js'
 export type { PlanSummary } from './plans/run.js'
 export type { ReadyInfo } from './daemon/daemon.js'
+export { fsck } from './api.js'
+export type { FsckResult } from './store/fsck.js'
 export { CpfsError } from './errors.js'

@@ -15,6 +15,7 @@ Usage: cpfs <command> [options]
   status [DIR]           mounted or not, head, pending turns, store (--all: every store)
   prune [DIR]            retention: merge old turns, delete unreferenced data
   forget [DIR]           delete a workspace's whole history
+  fsck [DIR]             check the store, repair what can be, list what is lost
   exec [DIR] -- CMD...   mount, run CMD inside, unmount (CI agents; --sandbox, --discard)
   mcp [DIR]              an MCP server on stdio: an agent lists, diffs, rewinds its own turns
   hook claude-code [DIR] the UserPromptSubmit hook: one turn per prompt (reads the hook JSON)
@@ -165,6 +166,18 @@ touched. Asks for confirmation (or --yes); refuses while DIR is mounted, or whil
 turns not yet applied to the real directory unless --force.
 
 Example:  cpfs forget ~/src/old-project --yes`,
+  fsck: `Usage: cpfs fsck [DIR] [--store PATH] [--json]
+
+Check the store of DIR (not mounted: run cpfs unmount first): every record decodes, every
+chunk matches its SHA-256 and every chunk a file needs is there, the turns are all there,
+cpfs's write-ahead log and LevelDB's log lost nothing. Repairs what can be rebuilt (applies
+the write-ahead log up to its damage, deletes unreadable records and unreferenced chunks, reads
+a damaged chunk again from a real file that still holds its bytes) and
+lists what is lost: the paths and the turns that hold them. A damaged chunk stays: reading
+the files that hold it fails (EIO), never returns wrong bytes. Exit 0 when the store is
+clean, 1 when damage was found (a second run shows what remains).
+
+Example:  cpfs fsck ~/src/app`,
   status: `Usage: cpfs status [DIR] [--all] [--json] [--stats] [--reset-stats]
 
 Show whether DIR is mounted (and the daemon's pid), the head turn, the number of turns, the

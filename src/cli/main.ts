@@ -319,6 +319,16 @@ const commands: Record<string, Command> = {
       return 0
     }
   },
+  fsck: {
+    options: { ...dirStore, ...json },
+    args: ['DIR?'],
+    run: async (pos, f) => {
+      const r = await (await lib()).fsck(target(pos, f))
+      if (f.json) out(JSON.stringify(r))
+      else out((await import('./fsck.js')).formatFsck(r))
+      return r.clean ? 0 : 1
+    }
+  },
   unmount: {
     options: { ...dirStore, discard: { type: 'boolean' }, force: { type: 'boolean' }, ...json },
     args: ['DIR?'],

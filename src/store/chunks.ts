@@ -114,7 +114,13 @@ export class ChunkStore {
     if (p) return p
     const raw = this.store.getSync(chunkKey(hex))
     if (raw === undefined) {
-      throw new CpfsError('STORE_CORRUPT', `chunk ${hex} is missing from the store`, 'the store is damaged; restore it from a backup')
+      throw new CpfsError('STORE_CORRUPT', `chunk ${hex} is missing from store ${this.store.path}`, `run cpfs fsck ${this.store.workspaceHint()} to see what is lost`)
+    }
+    // Bytes from disk are checked against their name before anyone sees them: a flipped bit
+    // in a LevelDB table must be an error (EIO in the mount), never wrong data. Chunks in the
+    // caches above were checked (or hashed when put) already.
+    if (!hashChunk(raw).equals(hash)) {
+      throw new CpfsError('STORE_CORRUPT', `chunk ${hex} in store ${this.store.path} is damaged (its bytes do not match their SHA-256)`, `run cpfs fsck ${this.store.workspaceHint()} to see what is lost`)
     }
     this.known.add(hex)
     this.remember(hex, raw)

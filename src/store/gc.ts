@@ -34,7 +34,7 @@ export async function collectGarbage (store: Store): Promise<GcResult> {
   const sink = progressSink()
   const reading = new Phase(sink, 'reading the history', 'entries')
   const deadLayers = new Set<number>()
-  for await (const [key, value] of store.db.iterator({ gte: 'e', lt: prefixEnd('e') })) {
+  for await (const [key, value] of store.entries({ gte: 'e', lt: prefixEnd('e') })) {
     reading.item()
     const layer = Number(key.slice(1, 11))
     if (liveLayers.has(layer)) {
@@ -45,8 +45,8 @@ export async function collectGarbage (store: Store): Promise<GcResult> {
       if (ops.length >= 1000) await flush()
     }
   }
-  for await (const [, value] of store.db.iterator({ gte: 'b', lt: prefixEnd('b') })) addRefs(decodeEntry(value), live)
-  for await (const key of store.db.keys({ gte: 't', lt: prefixEnd('t') })) {
+  for await (const [, value] of store.entries({ gte: 'b', lt: prefixEnd('b') })) addRefs(decodeEntry(value), live)
+  for await (const [key] of store.entries({ gte: 't', lt: prefixEnd('t') })) {
     const layer = Number(key.slice(1))
     if (!liveLayers.has(layer)) {
       deadLayers.add(layer)
@@ -60,7 +60,7 @@ export async function collectGarbage (store: Store): Promise<GcResult> {
   let bytesFreed = 0
   // How far the scan is: chunk keys are SHA-256 hex, spread evenly over the key space.
   const deleting = new Phase(sink, 'deleting unreferenced chunks', 'chunks')
-  for await (const [key, value] of store.db.iterator({ gte: 'c', lt: prefixEnd('c') })) {
+  for await (const [key, value] of store.entries({ gte: 'c', lt: prefixEnd('c') })) {
     if (live.has(key.slice(1))) continue
     ops.push({ type: 'del', key: chunkKey(key.slice(1)) })
     chunksDeleted++

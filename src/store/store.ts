@@ -3,15 +3,16 @@
 // that moves the stack pointer, a sealed turn is one synced batch.
 import { ClassicLevel } from 'classic-level'
 import { mkdirSync, statSync } from 'node:fs'
+import { INTEGRITY_KEY, checkOnOpen, closeWitness, corruptHint, levelError, writeWitness, type StoreProblem } from './integrity.js'
 import { join } from 'node:path'
 import { reserveBytes } from '../config.js'
-import { CpfsError } from '../errors.js'
+import { CpfsError, isCpfsError } from '../errors.js'
 import { makePrivate } from './locate.js'
 import { decode, decodeEntry, encode, encodeEntry } from './codec.js'
 import type { Entry } from './entries.js'
 import { META_KEY, baseKey, entryPrefix, prefixEnd, turnKey, type BatchOp } from './keys.js'
 import { FINGERPRINT_PREFIX, fingerprintKey, type Fingerprint } from './fingerprints.js'
-import { WAL_SEQ_KEY, Wal, walSeqOp } from './wal.js'
+import { WAL_SEQ_KEY, Wal, walCorrupt, walSeqOp } from './wal.js'
 
 export type { BatchOp } from './keys.js'
 
@@ -69,10 +70,21 @@ export function writeBufferFor (reserve: number): number {
 
 export class Store {
   readonly path: string
+  /**
+   * Damage found while opening (integrity.ts). Opening refuses with the first one unless
+   * `tolerate` was asked for (cpfs fsck, which reports and repairs them).
+   */
+  problems: StoreProblem[] = []
+  /** Synced batches so far (INTEGRITY_KEY); the witness file outside LevelDB follows it. */
+  syncCount = 0
+  private syncChain: Promise<unknown> = Promise.resolve()
   readonly db: ClassicLevel<string, Buffer>
   meta!: StoreMeta
   /** Batches answered before LevelDB has them (wal.ts). */
   wal!: Wal
+
+  /** The workspace the caller named (for hints before the metadata is read). */
+  private workspace = ''
 
   private constructor (path: string) {
     this.path = path
@@ -80,7 +92,7 @@ export class Store {
   }
 
   /** Open (and with `create`, initialise) the store at `path`. */
-  static async open (path: string, opts: { workspace: string, create: boolean }): Promise<Store> {
+  static async open (path: string, opts: { workspace: string, create: boolean, tolerate?: boolean }): Promise<Store> {
     let st
     try {
       st = statSync(path)
@@ -96,6 +108,7 @@ export class Store {
     }
     makePrivate(path)
     const store = new Store(path)
+    store.workspace = opts.workspace
     // What LevelDB creates now (its log, manifest, LOG) is private from the start.
     const mask = process.umask(0o077)
     try {
@@ -107,7 +120,7 @@ export class Store {
         throw new CpfsError('STORE_LOCKED', `store ${path} is locked by another cpfs process`, 'wait for it to finish, or stop the daemon with cpfs unmount', { cause: err })
       }
       if (code === 'LEVEL_CORRUPTION') {
-        throw new CpfsError('STORE_CORRUPT', `store ${path} is corrupt`, 'move it aside and mount again; the real directory is unchanged', { cause: err })
+        throw new CpfsError('STORE_CORRUPT', `store ${path} is corrupt: ${cause?.message ?? err?.message}`, corruptHint(opts.workspace), { cause: err })
       }
       if (!opts.create && /does not exist/.test(String(cause?.message ?? err?.message))) {
         throw new CpfsError('NO_HISTORY', `no cpfs history for ${opts.workspace}`, `run cpfs mount ${opts.workspace} first`)
@@ -117,9 +130,10 @@ export class Store {
       process.umask(mask)
     }
     try {
-      await store.replayWal()
+      await store.replayWal(opts.tolerate === true)
     } catch (err: any) {
       await store.close()
+      if (isCpfsError(err)) throw err
       throw new CpfsError('STORE_OPEN', `cannot replay the write-ahead log of store ${path}: ${err?.message ?? err}`, 'free space on the store disk and run the command again; nothing was lost', { cause: err })
     }
     const raw = store.db.getSync(META_KEY)
@@ -136,6 +150,16 @@ export class Store {
         throw new CpfsError('STORE_CORRUPT', `store ${path} has metadata this version does not understand`, 'upgrade cpfs, or move the store aside')
       }
       store.meta.version = 3
+      try {
+        store.problems.push(...store.walProblems, ...checkOnOpen(store))
+      } catch (err) {
+        await store.close()
+        throw err
+      }
+      if (store.problems.length && !opts.tolerate) {
+        await store.close()
+        throw store.problems[0].error
+      }
     } else {
       if (!opts.create) {
         await store.close()
@@ -157,11 +181,35 @@ export class Store {
    * operation, before LevelDB had it. Records are applied in order, each with its sequence
    * number (so a crash here just replays again), the last one synced; then the log starts over.
    */
-  private async replayWal (): Promise<void> {
+  private async replayWal (tolerate: boolean): Promise<void> {
     this.wal = Wal.open(this.path)
-    const raw = this.db.getSync(WAL_SEQ_KEY)
+    const raw = this.getSync(WAL_SEQ_KEY)
     const applied = raw ? decode<number>(raw) : 0
-    const records = this.wal.records().filter(r => r.seq > applied)
+    const scan = this.wal.scan()
+    // Damage that LevelDB covers already (the bad record's number, between the good ones
+    // around it, is at most what LevelDB holds) costs nothing: replay goes on after it.
+    if (scan.damage && scan.damage.after.length && scan.damage.after[0].seq - 1 <= applied) {
+      scan.records.push(...scan.damage.after)
+      scan.damage = null
+    }
+    if (scan.damage) {
+      // Damage in the middle: nothing of it is applied here (fsck applies what comes before it).
+      const error = walCorrupt(this.path, scan.damage, this.workspaceHint())
+      if (!tolerate) throw error
+      this.walProblems.push({ kind: 'wal', error, walScan: scan, walApplied: applied })
+      this.wal.seq = Math.max(applied, ...scan.records.map(r => r.seq), ...scan.damage.after.map(r => r.seq))
+      return
+    }
+    // The log is emptied only once LevelDB holds all of it, so its first record follows what
+    // LevelDB holds, or comes before it: a gap means LevelDB lost batches it had (a damaged or
+    // truncated LevelDB log), and replaying the rest over the hole would hide that.
+    const first = scan.records[0]?.seq
+    if (first !== undefined && first > applied + 1) {
+      const error = new CpfsError('STORE_CORRUPT', `store ${this.path} lost recorded changes ${applied + 1}..${first - 1} (LevelDB's log was damaged or truncated)`, corruptHint(this.workspaceHint()))
+      if (!tolerate) throw error
+      this.walProblems.push({ kind: 'lost', error })
+    }
+    const records = scan.records.filter(r => r.seq > applied)
     for (const [i, r] of records.entries()) {
       await this.db.batch([...r.ops, walSeqOp(r.seq)] as any, { sync: i === records.length - 1 })
     }
@@ -169,37 +217,76 @@ export class Store {
     this.wal.landed(this.wal.seq, true)
   }
 
+  /** Damage the write-ahead log showed while opening (tolerated for fsck). */
+  private readonly walProblems: StoreProblem[] = []
+
   metaOp (): BatchOp {
     return { type: 'put', key: META_KEY, value: encode(this.meta) }
   }
 
   async batch (ops: BatchOp[], sync = false): Promise<void> {
     if (ops.length === 0 && !sync) return
-    await this.db.batch(ops as any, { sync })
+    if (!sync) return await this.write(ops, false)
+    // Synced batches (sealed turns, rewinds, fsync, plans) are numbered, one after the other,
+    // and the number also goes to a file outside LevelDB once the batch is on disk: a store
+    // whose LevelDB holds a smaller number has lost synced batches (integrity.ts).
+    const n = ++this.syncCount
+    const all = [...ops, { type: 'put' as const, key: INTEGRITY_KEY, value: encode(n) }]
+    const p = this.syncChain.then(async () => await this.write(all, true))
+    this.syncChain = p.catch(() => {})
+    await p
+    writeWitness(this, n)
+  }
+
+  private async write (ops: BatchOp[], sync: boolean): Promise<void> {
+    try {
+      await this.db.batch(ops as any, { sync })
+    } catch (err) {
+      throw levelError(this.path, err) ?? err
+    }
   }
 
   getSync (key: string): Buffer | undefined {
-    return this.db.getSync(key)
+    try {
+      return this.db.getSync(key)
+    } catch (err) {
+      throw levelError(this.path, err) ?? err
+    }
+  }
+
+  /** Where `cpfs fsck` should be pointed to check this store. */
+  workspaceHint (): string {
+    return this.meta?.workspace ?? (this.workspace || this.path)
+  }
+
+  /** A range of the store; a LevelDB corruption met on the way becomes STORE_CORRUPT. */
+  async * entries (range: { gte: string, lt: string }): AsyncGenerator<[string, Buffer]> {
+    try {
+      for await (const kv of this.db.iterator(range)) yield kv
+    } catch (err) {
+      throw levelError(this.path, err) ?? err
+    }
   }
 
   turnRecord (layer: number): TurnRecord {
-    const raw = this.db.getSync(turnKey(layer))
-    return raw ? decode<TurnRecord>(raw) : { layer, openedAt: 0 }
+    const key = turnKey(layer)
+    const raw = this.getSync(key)
+    return raw ? decodeStored(this, key, () => decode<TurnRecord>(raw)) : { layer, openedAt: 0 }
   }
 
   async loadLayer (layer: number): Promise<Map<string, Entry>> {
     const prefix = entryPrefix(layer)
     const out = new Map<string, Entry>()
-    for await (const [key, value] of this.db.iterator({ gte: prefix, lt: prefixEnd(prefix) })) {
-      out.set(key.slice(prefix.length), decodeEntry(value))
+    for await (const [key, value] of this.entries({ gte: prefix, lt: prefixEnd(prefix) })) {
+      out.set(key.slice(prefix.length), decodeStored(this, key, () => decodeEntry(value)))
     }
     return out
   }
 
   async loadBase (): Promise<Map<string, Entry>> {
     const out = new Map<string, Entry>()
-    for await (const [key, value] of this.db.iterator({ gte: 'b', lt: prefixEnd('b') })) {
-      out.set(key.slice(1), decodeEntry(value))
+    for await (const [key, value] of this.entries({ gte: 'b', lt: prefixEnd('b') })) {
+      out.set(key.slice(1), decodeStored(this, key, () => decodeEntry(value)))
     }
     return out
   }
@@ -207,8 +294,8 @@ export class Store {
   async loadFingerprints (): Promise<Map<string, Fingerprint>> {
     const out = new Map<string, Fingerprint>()
     const prefix = FINGERPRINT_PREFIX
-    for await (const [key, value] of this.db.iterator({ gte: prefix, lt: prefixEnd(prefix) })) {
-      out.set(key.slice(prefix.length), decode<Fingerprint>(value))
+    for await (const [key, value] of this.entries({ gte: prefix, lt: prefixEnd(prefix) })) {
+      out.set(key.slice(prefix.length), decodeStored(this, key, () => decode<Fingerprint>(value)))
     }
     return out
   }
@@ -239,5 +326,15 @@ export class Store {
     if (this.db.status === 'open') await this.db.close()
     this.wal?.close()
     makePrivate(this.path) // tables and logs LevelDB created while open
+    closeWitness(this)
+  }
+}
+
+/** Decode a stored record; one that does not decode is damage, named by its key. */
+function decodeStored<T> (store: Store, key: string, f: () => T): T {
+  try {
+    return f()
+  } catch (err) {
+    throw new CpfsError('STORE_CORRUPT', `record ${JSON.stringify(key)} in store ${store.path} does not decode`, corruptHint(store.workspaceHint()), { cause: err })
   }
 }

@@ -90,3 +90,22 @@ t.test('several batches in flight for one chunk: only the last delete to land en
   c.landed(d4.hexes)
   t.ok(new ChunkStore(s).get(h).equals(data), 'and LevelDB has it at the end')
 })
+
+t.test('a chunk whose bytes in LevelDB do not match its hash is an error, never data', async t => {
+  const s = await Store.open(join(dir, 'corrupt'), { workspace: '/w', create: true })
+  t.teardown(() => s.close())
+  const c = new ChunkStore(s)
+  const data = Buffer.alloc(1000, 7)
+  const h = c.put(data)
+  await batch(s, c, [])
+  const bad = Buffer.from(data)
+  bad[500] ^= 1
+  await s.db.put('c' + h.toString('hex'), bad) // one flipped bit on disk
+  t.ok(c.get(h).equals(data), 'a chunk checked (here: hashed when put) and cached is served from memory')
+  const err = t.throws(() => new ChunkStore(s).get(h), { code: 'STORE_CORRUPT' }, 'read from LevelDB, it is checked')
+  t.match((err as any).message, /chunk [0-9a-f]{64} in store .* is damaged/)
+  t.match((err as any).hint, /cpfs fsck/, 'and the fix is named')
+  const fresh = new ChunkStore(s)
+  t.throws(() => fresh.get(h), { code: 'STORE_CORRUPT' })
+  t.throws(() => fresh.get(h), { code: 'STORE_CORRUPT' }, 'a damaged chunk is never cached')
+})

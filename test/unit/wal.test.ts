@@ -6,7 +6,7 @@ import t from 'tap'
 import * as fs from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { Wal, WAL_SEQ_KEY } from '../../src/store/wal.js'
+import { Wal, WAL_SEQ_KEY, scanWal } from '../../src/store/wal.js'
 import { Store } from '../../src/store/store.js'
 import { decode } from '../../src/store/codec.js'
 import type { BatchOp } from '../../src/store/keys.js'
@@ -59,5 +59,84 @@ t.test('opening a store replays what LevelDB does not have, once, and numbering 
   s = await Store.open(d, { workspace: '/w', create: false })
   t.equal(s.getSync('k4')?.toString(), 'd', 'a record written after a replay is replayed too')
   t.equal(s.wal.append([]), 5)
+  await s.close()
+})
+
+t.test('damage before the end is not a torn end (scanWal)', async t => {
+  const d = fs.mkdtempSync(join(dir, 'd-'))
+  const w = Wal.open(d)
+  for (let i = 1; i <= 4; i++) w.append([put('k' + i, 'value ' + i)])
+  w.close()
+  const full = fs.readFileSync(join(d, 'wal'))
+  const starts: number[] = []
+  for (let at = 0; at < full.length; at += 8 + full.readUInt32LE(at)) starts.push(at)
+  const variant = (f: (b: Buffer) => void): Buffer => { const b = Buffer.from(full); f(b); return b }
+
+  const payloadFlip = scanWal(variant(b => { b[starts[1] + 10] ^= 0x01 }))
+  t.same(payloadFlip.records.map(r => r.seq), [1], 'records before the damage')
+  t.equal(payloadFlip.damage?.offset, starts[1], 'damage at the bad record')
+  t.match(payloadFlip.damage?.reason, /checksum/)
+  t.same(payloadFlip.damage?.after.map(r => r.seq), [3, 4], 'the records after it are found')
+
+  const lengthFlip = scanWal(variant(b => { b[starts[1] + 1] ^= 0x40 })) // the length now reaches past the end
+  t.same(lengthFlip.damage?.after.map(r => r.seq), [3, 4], 'a damaged length is not taken for a torn end')
+
+  const crcFlip = scanWal(variant(b => { b[starts[2] + 5] ^= 0x01 }))
+  t.same(crcFlip.damage?.after.map(r => r.seq), [4], 'nor a damaged checksum')
+
+  t.equal(scanWal(full.subarray(0, full.length - 5)).damage, null, 'a torn last record is quiet')
+  t.same(scanWal(full.subarray(0, full.length - 5)).records.map(r => r.seq), [1, 2, 3])
+  t.equal(scanWal(variant(b => { b[b.length - 2] ^= 0x01 })).damage, null, 'so is a bad last record: nothing follows it')
+  t.equal(scanWal(full.subarray(0, starts[2] + 3)).damage, null, 'and a torn header')
+
+  // A torn record's bytes are file data, and may hold a copy of a log: not a record of this one.
+  const w2 = Wal.open(fs.mkdtempSync(join(dir, 'e-')))
+  w2.append([put('z', 'x')])
+  const copy = fs.readFileSync(join(dir, fs.readdirSync(dir).find(n => n.startsWith('e-'))!, 'wal'))
+  w2.close()
+  const torn = Buffer.concat([full.subarray(0, starts[3]), full.subarray(starts[3], starts[3] + 8), copy])
+  t.equal(scanWal(torn).damage, null, 'a copied record numbered before the tear does not make it damage')
+
+  const gap = Buffer.concat([full.subarray(0, starts[1]), full.subarray(starts[2])])
+  t.match(scanWal(gap).damage?.reason, /record 3 follows record 1/, 'a missing record between good ones is damage')
+  t.throws(() => { const r = Wal.open(d); fs.writeFileSync(join(d, 'wal'), gap); try { r.records('/s') } finally { r.close() } }, { code: 'STORE_CORRUPT' }, 'records() refuses it')
+})
+
+t.test('opening refuses damage LevelDB does not cover, replays past damage it does', async t => {
+  const d = fs.mkdtempSync(join(dir, 'f-'))
+  let s = await Store.open(d, { workspace: '/w', create: true })
+  for (let i = 1; i <= 4; i++) s.wal.append([put('k' + i, 'v' + i)])
+  await s.close()
+  const file = join(d, 'wal')
+  const full = fs.readFileSync(file)
+  const second = 8 + full.readUInt32LE(0)
+  const bad = Buffer.from(full)
+  bad[second + 10] ^= 0x01
+  fs.writeFileSync(file, bad)
+  await t.rejects(Store.open(d, { workspace: '/w', create: false }), { code: 'STORE_CORRUPT', message: /write-ahead log of store .* is damaged at byte/ }, 'record 2 is only in the log: refused')
+  t.same(fs.readFileSync(file), bad, 'and the log is left as it is')
+  s = await Store.open(d, { workspace: '/w', create: false, tolerate: true })
+  t.equal(s.problems[0]?.kind, 'wal', 'fsck opens it and sees the damage')
+  t.equal(s.getSync('k1'), undefined, 'nothing applied yet')
+  await s.close()
+  // LevelDB already holds records up to 2: the damage costs nothing.
+  s = await Store.open(d, { workspace: '/w', create: false, tolerate: true })
+  await s.db.put(WAL_SEQ_KEY, Buffer.from([2]))
+  await s.close()
+  s = await Store.open(d, { workspace: '/w', create: false })
+  t.equal(s.getSync('k3')?.toString(), 'v3', 'records after it are replayed')
+  t.equal(s.getSync('k4')?.toString(), 'v4')
+  await s.close()
+})
+
+t.test('a log that starts after what LevelDB holds: LevelDB lost batches', async t => {
+  const d = fs.mkdtempSync(join(dir, 'g-'))
+  let s = await Store.open(d, { workspace: '/w', create: true })
+  s.wal.seq = 7 // records 1..7 reached LevelDB and the log started over; LevelDB then lost them
+  s.wal.append([put('k8', 'v8')])
+  await s.close()
+  await t.rejects(Store.open(d, { workspace: '/w', create: false }), { code: 'STORE_CORRUPT', message: /lost recorded changes 1\.\.7/ })
+  s = await Store.open(d, { workspace: '/w', create: false, tolerate: true })
+  t.equal(s.problems[0]?.kind, 'lost')
   await s.close()
 })

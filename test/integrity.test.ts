@@ -1,0 +1,224 @@
+// A store that detects its own damage (issue 18, item 7). Real mounts, the daemon in its own
+// process, real files: one flipped byte in a LevelDB table or log, in cpfs's write-ahead log,
+// or a LevelDB log cut short. Reading gives EIO (never wrong bytes), commands fail with one
+// line naming `cpfs fsck`, nothing in the real directory changes, and `cpfs fsck` says what
+// is damaged.
+import t from 'tap'
+import { createHash } from 'node:crypto'
+import * as fs from 'node:fs'
+import { join } from 'node:path'
+import { spawnSync } from 'node:child_process'
+import { daemonPid, fuseAvailable, manifest, sleep, stopDaemon, workspace, type Env } from './helpers.js'
+
+const MARK = 'CPFS-INTEGRITY-MARK-7f3a9c'
+
+/** A text file of ~48 KiB that compresses badly (so LevelDB stores its bytes as they are), starting with MARK. */
+function payload (seed: string): string {
+  const lines = [MARK]
+  for (let i = 0; i < 700; i++) lines.push(createHash('sha512').update(seed + i).digest('base64'))
+  return lines.join('\n') + '\n'
+}
+
+/** The store directory of a test's workspace (one under CPFS_HOME). */
+function storeDir (w: Env): string {
+  const st = JSON.parse(w.ok('status', w.ws, '--json'))
+  return st.store
+}
+
+/** Flip one byte a little after MARK in the first file of `dir` that holds it and matches `ext`; returns the file. */
+function flipAfterMark (dir: string, ext: RegExp, offset = 2000): string {
+  for (const name of fs.readdirSync(dir).filter(n => ext.test(n))) {
+    const file = join(dir, name)
+    const buf = fs.readFileSync(file)
+    const at = buf.indexOf(MARK)
+    if (at < 0) continue
+    buf[at + offset] ^= 0x20
+    fs.writeFileSync(file, buf)
+    return file
+  }
+  throw new Error(`no file in ${dir} holds the payload`)
+}
+
+/** Offsets of the records of cpfs's write-ahead log ([u32 length][u32 CRC][payload]). */
+function walRecords (file: string): number[] {
+  const buf = fs.readFileSync(file)
+  const out: number[] = []
+  for (let at = 0; at + 8 <= buf.length; at += 8 + buf.readUInt32LE(at)) out.push(at)
+  return out
+}
+
+/** kill -9 of the daemon, then away with its dead mount (as an admin would, umount -l). */
+async function crash (w: Env): Promise<void> {
+  const pid = daemonPid(w.home)
+  process.kill(pid, 'SIGKILL')
+  for (let i = 0; i < 100; i++) {
+    try { process.kill(pid, 0) } catch { break }
+    await sleep(20)
+  }
+  spawnSync('umount', ['-l', w.ws])
+}
+
+// The daemon keeps logged batches out of LevelDB for 10 minutes: what the test writes is then
+// only in cpfs's write-ahead log when the daemon is killed.
+const WAL_ONLY = { env: { CPFS_WAL_SUBMIT_MS: '600000' } }
+
+if (fuseAvailable(t)) {
+  t.test('a flipped byte in a LevelDB table: EIO on read, diff and apply fail with one line, fsck names the file', async t => {
+    const w = workspace(t, 'echo keep > keep.txt')
+    w.ok('mount', w.ws)
+    fs.writeFileSync(join(w.ws, 'big.txt'), payload('a'))
+    w.ok('turn', w.ws, '-m', 'wrote big.txt')
+    const store = storeDir(w)
+    await stopDaemon(w.home, w.ws)
+    // Opening the store (log, not mounted) turns LevelDB's log into a table.
+    w.ok('log', w.ws)
+    flipAfterMark(join(store, 'db'), /\.ldb$/)
+    const real = manifest(w.ws)
+
+    const diff = w.cpfs('diff', '1', w.ws)
+    t.not(diff.code, 0, 'diff fails')
+    t.match(diff.stderr, /^cpfs: chunk [0-9a-f]{64} in store .* is damaged .*\(run cpfs fsck .*\)\n$/, 'with one line naming cpfs fsck')
+    t.notMatch(diff.stdout, /big\.txt/, 'and no patch')
+
+    const fsck = w.cpfs('fsck', w.ws)
+    t.comment(diff.stderr + fsck.stdout)
+    t.not(fsck.code, 0, 'fsck finds the damage')
+    t.match(fsck.stdout + fsck.stderr, /big\.txt/, 'and names the file that is lost')
+    t.match(fsck.stdout + fsck.stderr, /turn 1/, 'and the turn')
+
+    const ap = w.cpfs('unmount', w.ws)
+    t.not(ap.code, 0, 'applying the pending turn fails')
+    t.match(ap.stderr, /STORE_CORRUPT|damaged/, 'because of the damage')
+    t.same(manifest(w.ws), real, 'and the real directory is unchanged')
+
+    t.equal(w.ok('mount', w.ws), '2')
+    const cat = w.sh('cat big.txt')
+    t.not(cat.code, 0, 'reading the damaged file fails')
+    t.match(cat.stderr, /Input\/output error/, 'with EIO')
+    t.notMatch(cat.stdout, /./, 'and no wrong bytes')
+    t.equal(w.run('cat keep.txt'), 'keep\n', 'other files read fine')
+    const log = fs.readFileSync(w.run('find "$CPFS_HOME" -name daemon.log').trim(), 'utf8')
+    t.comment(log.split('\n').filter(l => /damaged/.test(l))[0])
+    t.match(log, /damaged/, 'the daemon log says why')
+    w.ok('unmount', w.ws, '--discard')
+  })
+
+  t.test('a flipped byte in the middle of the write-ahead log: opening refuses with one line, fsck saves what is before it', async t => {
+    const w = workspace(t, 'echo keep > keep.txt', WAL_ONLY)
+    w.ok('mount', w.ws)
+    const store = storeDir(w)
+    for (const n of ['one', 'two', 'three', 'four']) w.run(`echo ${n} > ${n}.txt`)
+    await crash(w)
+    const wal = join(store, 'wal')
+    const recs = walRecords(wal)
+    t.ok(recs.length >= 4, 'the writes are in the log')
+    // Damage the payload of a record in the middle (the one that created two.txt or near it).
+    const buf = fs.readFileSync(wal)
+    const mid = recs[Math.floor(recs.length / 2)]
+    buf[mid + 12] ^= 0x01
+    fs.writeFileSync(wal, buf)
+
+    const m = w.cpfs('mount', w.ws)
+    t.not(m.code, 0, 'mount refuses')
+    t.match(m.stderr, /^cpfs: the write-ahead log of store .* is damaged at byte \d+ .*\(run cpfs fsck.*\)\n$/, 'with one line naming cpfs fsck')
+    t.equal(w.cpfs('log', w.ws).code, 1, 'so does every command that opens the store')
+    t.same(fs.readdirSync(w.ws).sort(), ['keep.txt'], 'the real directory is untouched')
+
+    const f = w.cpfs('fsck', w.ws)
+    t.comment(m.stderr + f.stdout)
+    t.equal(f.code, 1, 'fsck reports damage')
+    t.match(f.stdout, /damaged: the write-ahead log/, 'names the log')
+    t.match(f.stdout, /repaired: applied the \d+ intact record/, 'applies what comes before the damage')
+    t.match(f.stdout, /lost: \/four\.txt in turn 1/, 'and lists the paths of the records after it')
+    t.equal(w.cpfs('fsck', w.ws).code, 0, 'a second fsck finds the store clean')
+    t.equal(w.ok('mount', w.ws), '1', 'the store opens again')
+    t.equal(w.run('cat one.txt'), 'one\n', 'what came before the damage is there')
+    w.ok('unmount', w.ws, '--discard')
+  })
+
+  t.test('a torn last record of the write-ahead log is a quiet recovery', async t => {
+    const w = workspace(t, '', WAL_ONLY)
+    w.ok('mount', w.ws)
+    const store = storeDir(w)
+    for (const n of ['one', 'two', 'three']) w.run(`echo ${n} > ${n}.txt`)
+    await crash(w)
+    const wal = join(store, 'wal')
+    fs.truncateSync(wal, fs.statSync(wal).size - 3)
+    const m = w.cpfs('mount', w.ws)
+    t.equal(m.code, 0, 'mount works')
+    t.equal(m.stderr, '', 'quietly')
+    t.equal(w.run('cat one.txt two.txt'), 'one\ntwo\n', 'everything before the torn record is back')
+    t.equal(w.cpfs('fsck', w.ws).code, 1, 'fsck refuses while mounted')
+    w.ok('unmount', w.ws, '--discard')
+    t.equal(w.cpfs('fsck', w.ws).code, 0, 'and finds the store clean after')
+  })
+
+  t.test('a flipped byte in LevelDB\'s log: the dropped records are reported, not lost silently', async t => {
+    const w = workspace(t, 'echo keep > keep.txt')
+    w.ok('mount', w.ws)
+    fs.writeFileSync(join(w.ws, 'big.txt'), payload('b'))
+    w.ok('turn', w.ws, '-m', 'wrote big.txt')
+    const store = storeDir(w)
+    await stopDaemon(w.home, w.ws)
+    flipAfterMark(join(store, 'db'), /\.log$/)
+    const r = w.cpfs('log', w.ws)
+    t.equal(r.code, 1, 'opening the store refuses')
+    t.match(r.stderr, /^cpfs: store .* lost .*\(run cpfs fsck .*\)\n$/, 'with one line naming cpfs fsck')
+    t.equal(w.cpfs('log', w.ws).code, 1, 'also the next time (LevelDB has rewritten the store by now)')
+    const f = w.cpfs('fsck', w.ws)
+    t.comment(r.stderr + f.stdout)
+    t.equal(f.code, 1, 'fsck reports the loss')
+    t.match(f.stdout, /damaged: store .* lost/)
+    t.equal(w.cpfs('fsck', w.ws).code, 0, 'and accepts it: the next fsck finds the store clean')
+    t.equal(w.cpfs('log', w.ws).code, 0, 'the store opens again')
+  })
+
+  t.test('a LevelDB log cut short loses a turn: detected at open, fsck names the turn', async t => {
+    const w = workspace(t, 'echo keep > keep.txt')
+    w.ok('mount', w.ws)
+    w.run('echo 1 > one.txt')
+    w.ok('turn', w.ws, '-m', 'first')
+    w.run('echo 2 > two.txt')
+    w.ok('turn', w.ws, '-m', 'MSG-SECOND-TURN-5d1e')
+    const store = storeDir(w)
+    await stopDaemon(w.home, w.ws)
+    const db = join(store, 'db')
+    const logFile = fs.readdirSync(db).filter(n => n.endsWith('.log')).map(n => join(db, n)).find(f => fs.readFileSync(f).includes('MSG-SECOND-TURN-5d1e'))
+    t.ok(logFile, 'the second turn is in LevelDB\'s log')
+    // Cut it in the middle of the batch that sealed the second turn: LevelDB takes that for a
+    // torn end and says nothing.
+    fs.truncateSync(logFile!, fs.readFileSync(logFile!).indexOf('MSG-SECOND-TURN-5d1e'))
+    const r = w.cpfs('log', w.ws)
+    t.equal(r.code, 1, 'opening the store refuses')
+    t.match(r.stderr, /^cpfs: store .* lost its last \d+ synced change\(s\) \(turn 3 missing, .*\(run cpfs fsck .*\)\n$/, 'naming the missing turn and cpfs fsck')
+    const f = w.cpfs('fsck', w.ws)
+    t.comment(r.stderr + f.stdout)
+    t.equal(f.code, 1)
+    t.match(f.stdout, /lost: \/ in turn 3/, 'fsck lists the lost turn')
+    t.equal(w.cpfs('fsck', w.ws).code, 0, 'and accepts the shorter history')
+    t.equal(JSON.parse(w.ok('log', w.ws, '--json')).length, 2, 'which then opens')
+  })
+
+  t.test('fsck reads a damaged chunk again from the real directory when the file there still holds it', async t => {
+    const w = workspace(t, '')
+    w.ok('mount', w.ws)
+    const text = payload('c')
+    fs.writeFileSync(join(w.ws, 'big.txt'), text)
+    w.ok('turn', w.ws, '-m', 'wrote big.txt')
+    const store = storeDir(w)
+    w.ok('unmount', w.ws) // the real directory now holds big.txt too
+    w.ok('log', w.ws)
+    flipAfterMark(join(store, 'db'), /\.ldb$/)
+    const diff = w.cpfs('diff', '1', w.ws)
+    t.not(diff.code, 0, 'the damage is found')
+    const f = w.cpfs('fsck', w.ws)
+    t.match(f.stdout, /repaired: chunk [0-9a-f]{64} was damaged .*: read its bytes again from big\.txt in the real directory/, 'fsck reads it again')
+    t.equal(f.code, 0, 'and the store is clean')
+    t.equal(w.cpfs('diff', '1', w.ws).code, 0, 'diff works again')
+    w.ok('mount', w.ws)
+    w.ok('rewind', '1', w.ws)
+    w.ok('redo', w.ws)
+    t.equal(fs.readFileSync(join(w.ws, 'big.txt'), 'utf8'), text, 'and the file reads right from the store')
+    w.ok('unmount', w.ws, '--discard')
+  })
+}
