@@ -111,13 +111,15 @@ if (fuseAvailable(t)) {
     }
   })
 
-  t.test('verification catches a corrupted write', async t => {
+  t.test('verification catches a corrupted write, and the plan rolls back', async t => {
     const w = workspace(t, TREE, { env: { CPFS_TEST_CORRUPT_WRITE: '/src/main.c' } })
+    const before = manifest(w.ws)
     w.ok('mount', w.ws)
-    w.run('echo changed > src/main.c')
+    w.run('echo changed > src/main.c && echo new > added.txt')
     const r = w.cpfs('unmount', w.ws)
     t.equal(r.code, 1, 'the unmount reports failure')
-    t.match(r.stderr, /^cpfs: verification failed after applying: src\/main.c \(content differs\)/, 'naming the corrupted path')
+    t.match(r.stderr, /^cpfs: verification failed after applying: src\/main.c \(content differs\); rolled back, the real directory is as it was/, 'naming the corrupted path, and that it was rolled back')
+    t.same(manifest(w.ws), before, 'the real directory is exactly as before: no corrupt file, no half of the plan')
     t.equal(JSON.parse(w.ok('status', w.ws, '--json')).pending, 1, 'the turn stays pending: the history is intact')
   })
 

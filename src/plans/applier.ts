@@ -176,6 +176,8 @@ function setFileMeta (fd: number, op: { mode: number, atime: number, atimeNs: nu
   native.futimens(fd, a.sec, a.nsec, m.sec, m.nsec)
 }
 
+let corrupted = false
+
 /**
  * Write a new file's content at path (created, or truncated): only data, every chunk left out
  * stays a hole. Owner, mode, xattrs and times follow.
@@ -208,8 +210,10 @@ function writeNew (path: string, chunks: ChunkStore, op: { path: string, size: n
       }
     }
     fs.ftruncateSync(fd, op.size)
-    if (process.env.CPFS_TEST_CORRUPT_WRITE === op.path && op.size > 0) {
-      // Test hook: flip one byte so the tests can show that verification catches it.
+    if (process.env.CPFS_TEST_CORRUPT_WRITE === op.path && op.size > 0 && !corrupted) {
+      // Test hook: flip one byte (once per process, so that the roll-back writes it right) so
+      // the tests can show that verification catches it.
+      corrupted = true
       const b = Buffer.alloc(1)
       fs.readSync(fd, b, 0, 1, 0)
       b[0] ^= 0xff
