@@ -47,7 +47,7 @@ export async function freezeOrigin (session: Session): Promise<number> {
     await capture(session, p, false, ops)
   }
   if (ops.length === 0) return 0
-  ops.push(...session.fingerprintOps())
+  for (const op of session.fingerprintOps()) ops.push(op) // no push(...): it can be 100,000s
   await session.syncBatch(ops)
   return ops.length
 }
