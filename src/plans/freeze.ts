@@ -35,21 +35,30 @@ export async function freezeOrigin (session: Session): Promise<number> {
   // Parents first: below a path the real directory does not have, nothing is there either
   // (most paths a session made), and that is known without looking. Looking (servedByReal,
   // lstatReal) costs O(depth) per path: hours for the 10,000 paths of a 10,000-level tree.
+  // Likewise below a path given a whiteout base here: the origin is that whiteout, not the
+  // real directory (servedByReal is false).
   const absent = new Set<string>()
+  const hidden = new Set<string>()
   for (const p of [...files].map(p => ({ p, d: depth(p) })).sort((a, b) => a.d - b.d).map(x => x.p)) {
     const f = session.fingerprints.get(p)
-    if (!f && p !== '/' && absent.has(parentOf(p))) {
+    const parent = p === '/' ? null : parentOf(p)
+    if (parent !== null && hidden.has(parent)) {
+      hidden.add(p)
+      continue
+    }
+    if (!f && parent !== null && absent.has(parent)) {
       absent.add(p)
       continue
     }
     if (!origin.servedByReal(p)) continue
-    const real = lstatReal(origin, p)
     if (f && f.t === null) {
       // cpfs knew nothing was there; what may be there now came from outside.
       origin.setBase(p, { t: 'w' })
       ops.push(session.store.baseOp(p, { t: 'w' }))
+      hidden.add(p)
       continue
     }
+    const real = lstatReal(origin, p)
     if (real.type === null) { // nothing real there: nothing to keep
       absent.add(p)
       continue
