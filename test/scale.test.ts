@@ -75,8 +75,10 @@ EOF`).trim()
     const after = JSON.parse(w.ok('status', w.ws, '--json'))
     t.equal(after.pending, 0, 'nothing pending: the plan was committed')
     t.notOk(after.interrupted, 'no interrupted plan left behind')
-    const log = JSON.parse(w.ok('log', w.ws, '--json'))
-    t.ok(Array.isArray(log) && log.length >= 1, 'cpfs log works')
+    const log = cpfsWith(w, {}, 'log', w.ws, '--json') // lists every path: more than w.cpfs's 1 MiB of output
+    t.equal(log.code, 0, `cpfs log works: ${log.stderr.trim()}`)
+    const turns: Array<{ files: number }> = JSON.parse(log.stdout || '[]')
+    t.ok(turns.some(turn => turn.files === FILES + FILES / PER_DIR), 'and its turn counts every file and directory')
     t.equal(w.cpfs('forget', w.ws, '--yes').code, 0, 'and forget')
   })
 
