@@ -4,7 +4,7 @@
 // after the files were written, and the plan then failed at every retry) — and a plan that was
 // interrupted and cannot be finished never blocks unmount --discard, status, log or forget.
 // Real mounts, real tools (python, bash, find), real outcomes; no timing is asserted.
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { spawnSync } from 'node:child_process'
 import * as fs from 'node:fs'
 import { join } from 'node:path'
@@ -18,6 +18,13 @@ const DEPTH = 10_000
 function cpfsWith (w: Env, extra: NodeJS.ProcessEnv, ...args: string[]): Run {
   const r = spawnSync(process.execPath, [CLI, ...args], { env: { ...w.env, ...extra }, encoding: 'utf8', timeout: 600_000, maxBuffer: 512 * 1024 * 1024 })
   return { code: r.status ?? 1, stdout: r.stdout ?? '', stderr: r.stderr ?? '' }
+}
+
+/** bash in the workspace that must succeed, with more time than w.run's 5 minutes (a 2-core VM under load). */
+function runLong (t: Test, w: Env, script: string): string {
+  const r = spawnSync('bash', ['-euo', 'pipefail', '-c', script], { env: w.env, cwd: w.ws, encoding: 'utf8', timeout: 1_200_000, maxBuffer: 64 * 1024 * 1024 })
+  if (r.status !== 0) t.fail(`bash failed (${r.status ?? r.signal}): ${script.slice(0, 200)}\n${(r.stderr ?? '').trim()}`)
+  return r.stdout ?? ''
 }
 
 /** Make DEPTH nested directories `d` below the current one (mkdir -p of one long path cannot: PATH_MAX). */
@@ -44,7 +51,7 @@ if (fuseAvailable(t)) {
   t.test(`${FILES} new files: unmount applies, verifies and commits them all`, { timeout: 1_200_000 }, async t => {
     const w = workspace(t, 'echo kept > old.txt')
     w.ok('mount', w.ws)
-    w.run(`python3 - <<'EOF'
+    runLong(t, w, `python3 - <<'EOF'
 import os
 for i in range(${FILES}):
     d = 'd%03d' % (i // ${PER_DIR})
@@ -85,7 +92,7 @@ EOF`).trim()
   t.test(`a tree ${DEPTH} levels deep: status, log, diff and unmount --discard work`, { timeout: 1_200_000 }, async t => {
     const w = workspace(t)
     w.ok('mount', w.ws)
-    w.run(DEEP_TREE)
+    runLong(t, w, DEEP_TREE)
     t.equal(w.run(MEASURE_DEEP).trim(), `${DEPTH} at the bottom`, 'the mount shows the whole tree')
     const st = JSON.parse(w.ok('status', w.ws, '--json'))
     t.equal(st.pending, 1, 'status: one turn pending')
@@ -113,7 +120,7 @@ EOF`).trim()
   }, async t => {
     const w = workspace(t)
     w.ok('mount', w.ws)
-    w.run(DEEP_TREE)
+    runLong(t, w, DEEP_TREE)
     const um = w.cpfs('unmount', w.ws)
     t.equal(um.code, 0, `unmount succeeds: ${um.stderr.trim()}`)
     t.equal(w.run(MEASURE_DEEP).trim(), `${DEPTH} at the bottom`, 'the real directory has the whole tree and the leaf')
