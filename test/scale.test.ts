@@ -47,6 +47,9 @@ while os.path.isdir('d'):
 print(n, open('leaf').read().strip() if os.path.exists('leaf') else '-')
 EOF`
 
+// 200,000 creates through FUSE take minutes on a loaded 2-core VM: more than tap's 600 s per file.
+t.setTimeout(2_400_000)
+
 if (fuseAvailable(t)) {
   t.test(`${FILES} new files: unmount applies, verifies and commits them all`, { timeout: 1_200_000 }, async t => {
     const w = workspace(t, 'echo kept > old.txt')
