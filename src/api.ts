@@ -11,7 +11,7 @@ import { callDaemon, explainTimeout, statusFromDaemon, workspacePaths } from './
 import type { ReadyInfo } from './daemon/daemon.js'
 import { runDaemon } from './daemon/daemon.js'
 import { checkFuse, unmountPath } from './fuse/mount.js'
-import { applyStack, recover, runPlan, viewOf, type PlanSummary } from './plans/run.js'
+import { applyStack, recover, runPlan, setAsidePlan, viewOf, type PlanSummary } from './plans/run.js'
 import { diffTurns, logWithLines, previewRewind, type RewindPreview } from './plans/preview.js'
 import type { Change } from './plans/changes.js'
 import { Session, type TurnInfo, type TurnOptions } from './session/session.js'
@@ -134,7 +134,7 @@ async function openSession (loc: Location, create: boolean, dirFd: number): Prom
  * crash interrupted is finished first (or rolled back), except for commands that only read:
  * they must work whatever state the real directory is in, and change nothing.
  */
-async function offline<T> (loc: Location, fn: (s: Session) => Promise<T>, mode: 'write' | 'read' = 'write'): Promise<T> {
+async function offline<T> (loc: Location, fn: (s: Session) => Promise<T>, mode: 'write' | 'read' | 'discard' = 'write'): Promise<T> {
   if (loc.stale || isMounted(loc.workspace)) {
     throw new CpfsError('STALE_MOUNT', `the cpfs daemon for ${loc.workspace} is not running but its mount is still there`, `run cpfs mount ${loc.workspace} to recover it, or cpfs unmount ${loc.workspace}`)
   }
@@ -147,7 +147,11 @@ async function offline<T> (loc: Location, fn: (s: Session) => Promise<T>, mode: 
     throw err
   }
   try {
-    const finished = mode === 'write' ? await recover(session) : null
+    // discard: an interrupted plan that cannot be finished must not block leaving things as they are.
+    const finished = mode === 'read' ? null : mode === 'write' ? await recover(session) : await recover(session).catch(async (err) => {
+      if (await setAsidePlan(session)) process.stderr.write(`cpfs: gave up an interrupted plan that cannot be finished (${String(err?.message ?? err).split('\n')[0]}); the paths it changed count as outside changes now\n`)
+      return null
+    })
     if (finished) {
       process.stderr.write(`cpfs: finished a plan that was interrupted: the real directory now holds the new view (${finished.ops} operations, ${finished.verified} paths verified)\n`)
     }
@@ -262,7 +266,7 @@ export async function unmount (opts: Target & { discard?: boolean, force?: boole
     if (opts.discard) return { applied: false, summary: null, discarded: await s.discard() }
     if (opts.force) await keepDisplaced(s)
     return { applied: true, summary: await applyStack(s, { force: opts.force }) }
-  })
+  }, opts.discard ? 'discard' : 'write')
 }
 
 /**

@@ -55,12 +55,23 @@ export function call (socketPath: string, req: Request, opts: CallOptions = { ac
     }
     conn.setEncoding('utf8')
     conn.on('connect', () => conn.write(JSON.stringify(req) + '\n'))
-    conn.on('data', (d) => {
-      buf += d
+    // A long line (a reply of 100 MB: the log of a tree 10,000 levels deep) arrives in many
+    // pieces: they are kept apart until its end, and only new data is searched for it (searching
+    // the whole of `buf` again for every piece took minutes).
+    const parts: string[] = []
+    conn.on('data', (d: string) => {
+      let nl = d.indexOf('\n')
+      if (nl < 0) {
+        parts.push(d)
+        return
+      }
+      parts.push(d)
+      buf = parts.join('')
+      parts.length = 0
+      nl += buf.length - d.length
       // Whole lines: an acknowledgement, progress lines, then the reply. Any line shows that
       // the daemon is alive (an older daemon sends no acknowledgement).
-      let nl
-      while ((nl = buf.indexOf('\n')) >= 0) {
+      for (; nl >= 0; nl = buf.indexOf('\n')) {
         const line = buf.slice(0, nl)
         buf = buf.slice(nl + 1)
         if (timer && opts.timeoutMs === undefined) clearTimeout(timer)
@@ -78,6 +89,10 @@ export function call (socketPath: string, req: Request, opts: CallOptions = { ac
         }
         reply = line
       }
+      if (buf) {
+        parts.push(buf)
+        buf = ''
+      }
     })
     conn.on('error', (err: any) => {
       if (!finish()) return
@@ -88,7 +103,7 @@ export function call (socketPath: string, req: Request, opts: CallOptions = { ac
       if (!finish()) return
       let r: Reply
       try {
-        r = JSON.parse(reply ?? buf)
+        r = JSON.parse(reply ?? parts.join(''))
       } catch {
         reject(new CpfsError('DAEMON_DIED', 'the cpfs daemon closed the connection without answering', 'see the daemon log; cpfs mount recovers a crashed session'))
         return

@@ -9,7 +9,7 @@
 // without a walk (real names without an entry of their own excepted: they share the real inode).
 import { inoKey, isInoKey, type Entry, type Kind, type LiveEntry } from '../store/entries.js'
 import type { Origin, OriginStat } from './origin.js'
-import { ancestors, baseName, join, parentOf, rebase } from './paths.js'
+import { baseName, isWithin, join, parentOf } from './paths.js'
 
 /**
  * Where a path's state comes from. `key` is where that state lives in a layer: the path
@@ -42,6 +42,13 @@ export class View {
   readonly origin: Origin
   /** Directory link counts computed so far, kept right as entries change (dirNlink). */
   private readonly nlinks = new Map<string, number>()
+  /**
+   * dirOriginPath of directories computed so far. Without it, resolving a path scanned all its
+   * ancestors (O(depth) lookups of O(depth)-long keys): a 10,000-level tree took hours to
+   * plan. Always closed upwards (a directory's ancestors are in it whenever it is), so a change
+   * at a path that is not in it cannot affect anything in it (`forgetOrigins`).
+   */
+  private readonly origins = new Map<string, string | null>()
 
   constructor (origin: Origin) {
     this.origin = origin
@@ -69,6 +76,7 @@ export class View {
     }
     const old = this.entries.get(p)
     this.beforeChange(p, old, e)
+    this.forgetOrigins(p, old, e)
     if (old?.t === 'h') this.unname(old.ino, p)
     if (e.t === 'h') {
       let s = this.names.get(e.ino)
@@ -95,6 +103,7 @@ export class View {
       return
     }
     this.beforeChange(p, old, undefined)
+    this.forgetOrigins(p, old, undefined)
     if (old.t === 'h') this.unname(old.ino, p)
     this.entries.delete(p)
     for (let q = p; q !== '/';) {
@@ -174,16 +183,19 @@ export class View {
   /** Every path with an upper entry strictly below p, parents before children. */
   below (p: string): string[] {
     const out: string[] = []
-    const walk = (dir: string): void => {
+    // An explicit stack, not recursion: a tree may be deeper than the JS call stack.
+    const stack = [p]
+    for (let dir = stack.pop(); dir !== undefined; dir = stack.pop()) {
       const kids = this.children.get(dir)
-      if (!kids) return
+      if (!kids) continue
+      const qs: string[] = []
       for (const name of kids) {
         const q = join(dir, name)
         if (this.entries.has(q)) out.push(q)
-        walk(q)
+        qs.push(q)
       }
+      for (let i = qs.length - 1; i >= 0; i--) stack.push(qs[i])
     }
-    walk(p)
     return out
   }
 
@@ -194,25 +206,61 @@ export class View {
 
   /** Where p's own state comes from in the origin when no entry exists for p; null if hidden. */
   originPathFor (p: string): string | null {
-    for (const a of ancestors(p)) {
-      const ea = this.entries.get(a)
-      if (!ea) continue
-      if (ea.t !== 'd') return null
-      if (ea.redirect !== undefined) return rebase(p, a, ea.redirect)
-      if (ea.opaque) return null
-    }
-    return p
+    if (p === '/') return '/'
+    const d = this.dirOriginPath(parentOf(p))
+    return d === null ? null : join(d, baseName(p))
   }
 
   /** Where directory p's origin children come from; null if it has none. */
   dirOriginPath (p: string): string | null {
-    const e = this.entries.get(p)
-    if (e) {
-      if (e.t !== 'd') return null
-      if (e.redirect !== undefined) return e.redirect
-      if (e.opaque) return null
+    const known = this.origins.get(p)
+    if (known !== undefined) return known
+    // Up to the nearest directory already known (or the root), then down again, filling in
+    // each level: O(depth) once per directory, O(1) after.
+    const todo: string[] = []
+    let q = p
+    let above: string | null = '/'
+    for (;;) {
+      const k = this.origins.get(q)
+      if (k !== undefined) {
+        above = k
+        break
+      }
+      todo.push(q)
+      if (q === '/') break
+      q = parentOf(q)
     }
-    return this.originPathFor(p)
+    for (let i = todo.length - 1; i >= 0; i--) {
+      const d = todo[i]
+      const own = d === '/' ? '/' : above === null ? null : join(above, baseName(d))
+      above = this.ownOrigin(this.entries.get(d), own)
+      // Mostly a directory's origin is its own path: keep that string, not an equal copy.
+      if (above === d) above = d
+      this.origins.set(d, above)
+    }
+    return above
+  }
+
+  /** Where a directory's origin children come from, given its entry and its own origin path. */
+  private ownOrigin (e: Entry | undefined, own: string | null): string | null {
+    if (!e) return own
+    if (e.t !== 'd') return null
+    if (e.redirect !== undefined) return e.redirect
+    if (e.opaque) return null
+    return own
+  }
+
+  /** What an entry means for the origin of the paths below it (equal: nothing changes). */
+  private static originEffect (e: Entry | undefined): string {
+    if (!e || (e.t === 'd' && e.redirect === undefined && !e.opaque)) return ''
+    if (e.t !== 'd') return 'x'
+    return e.redirect !== undefined ? 'r' + e.redirect : 'o'
+  }
+
+  /** Entry `old` at p becomes `e`: drop the computed origins at and below p if that moves them. */
+  private forgetOrigins (p: string, old: Entry | undefined, e: Entry | undefined): void {
+    if (!this.origins.has(p) || View.originEffect(old) === View.originEffect(e)) return
+    for (const q of this.origins.keys()) if (isWithin(q, p)) this.origins.delete(q)
   }
 
   /** The inode record at key, if the view holds a live one. */

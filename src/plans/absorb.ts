@@ -39,7 +39,12 @@ export async function absorbOutsideChanges (session: Session, opts: { force?: bo
     for (const p of session.layers.get(id)?.keys() ?? []) {
       if (isInoKey(p)) continue
       pendingPaths.add(p)
-      for (const a of ancestors(p)) pendingAbove.add(a)
+      // An ancestor already there has its own ancestors there too: stop (all of them for every
+      // path of a 10,000-level tree was 10^8 strings of 10^4 characters, at every mount).
+      for (const a of ancestors(p)) {
+        if (pendingAbove.has(a)) break
+        pendingAbove.add(a)
+      }
     }
   }
   const conflicts = (p: string) => pendingPaths.has(p) || pendingAbove.has(p) || [...ancestors(p)].some(a => pendingPaths.has(a))
@@ -62,15 +67,20 @@ export async function absorbOutsideChanges (session: Session, opts: { force?: bo
   const layer = new Map<string, Entry>()
   const covered = new Set<string>() // subtrees recorded whole
   const note = (p: string) => session.setFingerprint(p, fingerprintOf(lstatReal(origin, p)))
-  const recordTree = async (p: string): Promise<void> => {
-    const e = await session.realEntryAsync(p)
-    if (e.t !== 'w') delete e.links // recorded as a file of its own (see below)
-    if (e.t === 'd') Object.assign(e, { opaque: 1, fresh: 1 })
-    layer.set(p, e)
-    note(p)
-    covered.add(p)
-    if (e.t !== 'd') return
-    for (const name of realNames(origin.realPath(p))) await recordTree(join(p, name))
+  const recordTree = async (top: string): Promise<void> => {
+    // Depth first with an explicit stack: a tree can be deeper than the call stack.
+    const stack = [top]
+    for (let p = stack.pop(); p !== undefined; p = stack.pop()) {
+      const e = await session.realEntryAsync(p)
+      if (e.t !== 'w') delete e.links // recorded as a file of its own (see below)
+      if (e.t === 'd') Object.assign(e, { opaque: 1, fresh: 1 })
+      layer.set(p, e)
+      note(p)
+      covered.add(p)
+      if (e.t !== 'd') continue
+      const names = realNames(origin.realPath(p))
+      for (let i = names.length - 1; i >= 0; i--) stack.push(join(p, names[i]))
+    }
   }
 
   for (const p of drifted) {
@@ -126,12 +136,12 @@ export async function absorbOutsideChanges (session: Session, opts: { force?: bo
   }
 
   if (layer.size === 0) {
-    await session.store.batch([...baseOps, ...session.fingerprintOps()], true)
+    await session.store.batch(baseOps.concat(session.fingerprintOps()), true)
     return null
   }
   // One new sealed turn right after what the real directory holds (it holds this one too).
   // (A history from cpfs 0.1 may count its head as applied: seal it first.)
-  const ops: BatchOp[] = [...baseOps, ...session.appliedOps(meta.applied)]
+  const ops: BatchOp[] = baseOps.concat(session.appliedOps(meta.applied))
   while (cp > 0 && meta.stack[cp - 1] !== meta.applied[cp - 1]) cp--
   if (cp >= meta.stack.length) cp = meta.stack.length - 1 // never above the head
   const id = meta.nextLayer++
@@ -145,7 +155,8 @@ export async function absorbOutsideChanges (session: Session, opts: { force?: bo
   meta.applied = [...meta.applied, id]
   // Outside changes are writes: a redo now would go back to a stack without them.
   meta.redo = []
-  ops.push(...session.fingerprintOps(), session.store.metaOp())
+  for (const op of session.fingerprintOps()) ops.push(op) // no push(...): it can be 100,000s
+  ops.push(session.store.metaOp())
   await session.syncBatch(ops)
   session.reload()
   return { turn: cp + 1, paths }

@@ -16,12 +16,14 @@ import type { BatchOp } from '../store/keys.js'
  */
 export async function capture (session: Session, p: string, recursive: boolean, ops: BatchOp[]): Promise<void> {
   const origin = session.origin
-  const op = await session.captureBaseAsync(p)
-  if (op) ops.push(op)
-  if (recursive) {
-    const st = lstatReal(origin, p)
-    if (st.type !== 'd') return
-    for (const name of realNames(origin.realPath(p))) await capture(session, join(p, name), true, ops)
+  // Depth first with an explicit stack: a tree can be deeper than the call stack.
+  const stack = [p]
+  for (let q = stack.pop(); q !== undefined; q = stack.pop()) {
+    const op = await session.captureBaseAsync(q)
+    if (op) ops.push(op)
+    if (!recursive || lstatReal(origin, q).type !== 'd') continue
+    const names = realNames(origin.realPath(q))
+    for (let i = names.length - 1; i >= 0; i--) stack.push(join(q, names[i]))
   }
 }
 
@@ -40,30 +42,32 @@ export async function captureOtherNames (session: Session, paths: Iterable<strin
   }
   for (const p of paths) note(p)
   // A directory the plan removes takes its files' names with it.
-  const each = (dir: string, fn: (q: string, d: fs.Dirent) => void): void => {
-    let kids: fs.Dirent[]
-    try {
-      kids = realDirents(origin.realPath(dir))
-    } catch {
-      return
-    }
-    for (const d of kids) fn(join(dir, d.name), d)
-  }
-  const collect = (dir: string): void => each(dir, (q, d) => d.isDirectory() ? collect(q) : d.isFile() ? note(q) : undefined)
-  for (const p of removedDirs) if (lstatReal(origin, p).type === 'd') collect(p)
+  for (const p of removedDirs) if (lstatReal(origin, p).type === 'd') eachReal(origin, p, (q, d) => { if (d.isFile()) note(q) })
   if (inos.size === 0) return
-  const walk = async (dir: string): Promise<void> => {
+  const found: string[] = []
+  eachReal(origin, '/', (q, d) => { if (d.isFile() && inos.has(lstatReal(origin, q).ino)) found.push(q) })
+  for (const q of found) await capture(session, q, false, ops)
+}
+
+/**
+ * Every entry below real directory `dir` (not following symlinks), depth first, with an
+ * explicit stack: a tree can be deeper than the call stack. Unreadable directories are skipped.
+ */
+function eachReal (origin: Session['origin'], dir: string, fn: (q: string, d: fs.Dirent) => void): void {
+  const stack = [dir]
+  for (let cur = stack.pop(); cur !== undefined; cur = stack.pop()) {
     let kids: fs.Dirent[]
     try {
-      kids = realDirents(origin.realPath(dir))
+      kids = realDirents(origin.realPath(cur))
     } catch {
-      return
+      continue
     }
+    const subdirs: string[] = []
     for (const d of kids) {
-      const q = join(dir, d.name)
-      if (d.isDirectory()) await walk(q)
-      else if (d.isFile() && inos.has(lstatReal(origin, q).ino)) await capture(session, q, false, ops)
+      const q = join(cur, d.name)
+      fn(q, d)
+      if (d.isDirectory()) subdirs.push(q)
     }
+    for (let i = subdirs.length - 1; i >= 0; i--) stack.push(subdirs[i])
   }
-  await walk('/')
 }

@@ -120,7 +120,10 @@ export function describeChanges (from: View, to: View, touched: Iterable<string>
   for (const m of moves) {
     out.set(m.to, { path: m.to, change: 'moved', kind: 'd', from: m.from, insertions: 0, deletions: 0, binary: false })
     // What was under the old name and is gone from the new one was deleted in the move.
-    const walk = (q: string): void => {
+    // An explicit stack, not recursion: a tree can be deeper than the call stack.
+    const stack = [m.from]
+    for (let q = stack.pop(); q !== undefined; q = stack.pop()) {
+      const subdirs: string[] = []
       for (const name of from.readdir(q)) {
         const child = q === '/' ? '/' + name : q + '/' + name
         const before = from.resolve(child)
@@ -128,10 +131,10 @@ export function describeChanges (from: View, to: View, touched: Iterable<string>
         if (!to.resolve(rebase(child, m.from, m.to))) {
           const c = describeOne(from, to, child, before, null, chunks, opts)
           if (c) out.set(child, c)
-        } else if (resolvedType(before) === 'd') walk(child)
+        } else if (resolvedType(before) === 'd') subdirs.push(child)
       }
+      for (let i = subdirs.length - 1; i >= 0; i--) stack.push(subdirs[i])
     }
-    walk(m.from)
   }
 
   for (const op of plan.ops) {
@@ -178,13 +181,24 @@ export function describeChanges (from: View, to: View, touched: Iterable<string>
   return [...out.values()].sort((a, b) => a.path < b.path ? -1 : a.path > b.path ? 1 : 0)
 }
 
+/**
+ * Every path below dir in v, each before what is below it, depth first in readdir order (as
+ * recursion would list them), with an explicit stack: a tree can be deeper than the call stack.
+ */
 function listBelow (v: View, dir: string, fn: (p: string, r: Resolved) => void): void {
-  for (const name of v.readdir(dir)) {
-    const q = dir === '/' ? '/' + name : dir + '/' + name
+  const stack: Array<{ dir: string, names: string[], i: number }> = [{ dir, names: v.readdir(dir), i: 0 }]
+  while (stack.length) {
+    const top = stack[stack.length - 1]
+    if (top.i >= top.names.length) {
+      stack.pop()
+      continue
+    }
+    const name = top.names[top.i++]
+    const q = top.dir === '/' ? '/' + name : top.dir + '/' + name
     const r = v.resolve(q)
     if (!r) continue
     fn(q, r)
-    if (resolvedType(r) === 'd') listBelow(v, q, fn)
+    if (resolvedType(r) === 'd') stack.push({ dir: q, names: v.readdir(q), i: 0 })
   }
 }
 

@@ -183,21 +183,25 @@ function namesIn (v: View, key: string, realNames?: Map<string, string[]>): stri
  */
 function realNamesIn (v: View, keys: Set<string>): Map<string, string[]> {
   const out = new Map<string, string[]>()
-  const walk = (dir: string): void => {
+  // Depth first with an explicit stack (a tree can be deeper than the call stack), in the
+  // order a recursive walk would take, so the first name found stays the same.
+  const stack = ['/']
+  for (let dir = stack.pop(); dir !== undefined; dir = stack.pop()) {
+    const subdirs: string[] = []
     for (const n of v.readdir(dir)) {
       const q = join(dir, n)
       const r = v.resolve(q)
       if (!r) continue
       const t = resolvedType(r)
-      if (t === 'd') walk(q)
+      if (t === 'd') subdirs.push(q)
       else if (t === 'f' && keys.has(r.key)) {
         const names = out.get(r.key) ?? []
         names.push(q)
         out.set(r.key, names)
       }
     }
+    for (let i = subdirs.length - 1; i >= 0; i--) stack.push(subdirs[i])
   }
-  walk('/')
   return out
 }
 
@@ -256,17 +260,23 @@ export function planViews (expected: View, target: View, touched: Iterable<strin
     return true
   }
 
+  // The walk is depth first, parents before children, siblings sorted — with an explicit
+  // stack of what is left to do, never recursion: a tree 10,000 levels deep overflowed the
+  // call stack. A directory's children are pushed in reverse, so they come off in order, each
+  // with its whole subtree before the next sibling (the order recursion gave).
+  const todo: Array<{ path: string, deep: boolean, create: boolean }> = []
+  const later = (dir: string, names: Iterable<string>, deep: boolean, create: boolean): void => {
+    const sorted = [...names].sort()
+    for (let i = sorted.length - 1; i >= 0; i--) todo.push({ path: join(dir, sorted[i]), deep, create })
+  }
+
   const create = (p: string, t: Resolved): void => {
     if (linkLater(p, t)) return
     const type = resolvedType(t)
     if (type === 'd') {
       ops.push({ op: 'mkdir', path: p })
       dirModes.push({ path: p, mode: modeOf(t), ...timesOf(t), ...attrsOf(target, t) })
-      for (const n of target.readdir(p).sort()) {
-        const q = join(p, n)
-        const tq = target.resolve(q)
-        if (tq) create(q, tq)
-      }
+      later(p, target.readdir(p), false, true)
     } else if (type === 'l') {
       ops.push({ op: 'symlink', path: p, target: linkTarget(target, t), ...timesOf(t), ...attrsOf(target, t) })
     } else if (type === 'n') {
@@ -342,10 +352,18 @@ export function planViews (expected: View, target: View, touched: Iterable<strin
     let names: Iterable<string>
     if (childDeep) names = new Set([...expected.readdir(p), ...target.readdir(p)])
     else names = kids.get(p) ?? []
-    for (const n of [...names].sort()) visit(join(p, n), childDeep)
+    later(p, names, childDeep, false)
   }
 
   visit('/', Boolean(opts.full))
+  for (let task = todo.pop(); task !== undefined; task = todo.pop()) {
+    if (!task.create) {
+      visit(task.path, task.deep)
+      continue
+    }
+    const tq = target.resolve(task.path)
+    if (tq) create(task.path, tq)
+  }
   const anchors: PlanOp[] = []
   for (const [key, { names, rep }] of [...groups].sort((a, b) => a[0] < b[0] ? -1 : 1)) {
     const anchor = anchorOf(expected, target, key, [...names].sort(), rep, expectedRealNames)

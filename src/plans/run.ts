@@ -34,7 +34,10 @@ export interface PlanSummary {
   ops: number
   verified: number
   bytesWritten: number
+  /** Paths the plan changed: the first ones only (CHANGED_SHOWN), so that a reply stays small. */
   changed: string[]
+  /** How many paths the plan changed in all. */
+  changedCount?: number
   recovered?: boolean
   /** Paths another process changed while the plan ran, left as they were. */
   skipped?: string[]
@@ -168,31 +171,58 @@ export async function noteUnseenChanges (session: Session): Promise<void> {
   if (touched.size) findDrift(session, expected, planViews(expected, target, touched).ops)
 }
 
-/** Every path below real directory p (not following symlinks), with its state. */
+/**
+ * Every path below real directory p (not following symlinks), with its state: depth first,
+ * a directory's entries before what is below them, with an explicit stack (a tree can be
+ * deeper than the call stack).
+ */
 function walkReal (origin: Origin, p: string, fn: (q: string, st: RealState) => void): void {
-  let names: string[]
-  try {
-    names = realNames(origin.realPath(p))
-  } catch {
-    return
+  const stack = [p]
+  for (let dir = stack.pop(); dir !== undefined; dir = stack.pop()) {
+    let names: string[]
+    try {
+      names = realNames(origin.realPath(dir))
+    } catch {
+      continue
+    }
+    const subdirs: string[] = []
+    for (const name of names) {
+      const q = join(dir, name)
+      const st = lstatReal(origin, q)
+      fn(q, st)
+      if (st.type === 'd') subdirs.push(q)
+    }
+    for (let i = subdirs.length - 1; i >= 0; i--) stack.push(subdirs[i])
   }
-  for (const name of names) {
-    const q = join(p, name)
-    const st = lstatReal(origin, q)
-    fn(q, st)
-    if (st.type === 'd') walkReal(origin, q, fn)
-  }
+}
+
+/** Append `more` to `ops` one by one: `ops.push(...more)` overflows the call stack for big lists. */
+export function append<T> (ops: T[], more: Iterable<T>): T[] {
+  for (const op of more) ops.push(op)
+  return ops
+}
+
+/** The directories of `dirs` that are not below another one of them. */
+function outermost (dirs: string[]): string[] {
+  const out: string[] = []
+  for (const d of [...new Set(dirs)].sort((a, b) => a.length - b.length)) if (!out.some(o => isWithin(d, o))) out.push(d)
+  return out
 }
 
 /** After a plan verified: the real paths it wrote are what cpfs knows of them now. */
 function recordFingerprints (session: Session, paths: Iterable<string>, removedDirs: string[]): void {
   const inos = new Set<number>()
-  for (const d of removedDirs) {
-    for (const [q, f] of [...session.fingerprints]) {
-      if (q === d || !isWithin(q, d)) continue
+  // One pass over the fingerprints for all removed directories (the outermost ones suffice):
+  // a pass per directory was quadratic for a plan that removes many.
+  const tops = outermost(removedDirs)
+  if (tops.length) {
+    const gone: string[] = []
+    for (const [q, f] of session.fingerprints) {
+      if (!tops.some(d => q !== d && isWithin(q, d))) continue
       if (f.t !== null && f.t !== 'd') inos.add(f.ino) // a name that went with its directory
-      session.setFingerprint(q, null)
+      gone.push(q)
     }
+    for (const q of gone) session.setFingerprint(q, null)
   }
   for (const p of paths) {
     const old = session.fingerprints.get(p)
@@ -262,7 +292,7 @@ export async function runPlan (session: Session, expected: View, target: View, t
   capturing.end()
   const journal: Journal = { id: newPlanId(), ops, expect: [...expect], targetStack: opts.targetStack.slice(), prints: [...prints] }
   if (opts.after) journal.after = opts.after
-  if (opts.preOps) batch.push(...opts.preOps)
+  if (opts.preOps) append(batch, opts.preOps)
   batch.push({ type: 'put', key: JOURNAL_KEY, value: encode(journal) })
   await session.syncBatch(batch)
   return await finish(session, journal, false)
@@ -517,7 +547,7 @@ async function finish (session: Session, j: Journal, recovered: boolean): Promis
     ops: applied.done,
     verified: result.verified,
     bytesWritten: applied.bytesWritten,
-    changed: [...new Set(j.ops.map(o => o.path))],
+    ...changedPaths(j.ops),
     recovered
   }
   if (skipped.length) {
@@ -526,6 +556,27 @@ async function finish (session: Session, j: Journal, recovered: boolean): Promis
     throw new CpfsError('SKIPPED', `another process changed ${shown} ${when}; left as that process wrote ${skipped.length === 1 ? 'it' : 'them'} (${applied.done} operations applied, ${result.verified} paths verified)`, 'check those paths; cpfs restore or a --force rewind replaces them')
   }
   return summary
+}
+
+/**
+ * How many changed paths a summary lists, and how many characters of them at most: a plan of
+ * 1,000,000 files, or of a tree 10,000 levels deep (paths of 20,000 characters), made a reply
+ * of hundreds of megabytes that the daemon could not even send before it exited.
+ */
+const CHANGED_SHOWN = 1000
+const CHANGED_CHARS = 256 * 1024
+
+function changedPaths (ops: PlanOp[]): { changed: string[], changedCount: number } {
+  const all = new Set<string>()
+  for (const op of ops) all.add(op.path)
+  const changed: string[] = []
+  let chars = 0
+  for (const p of all) {
+    if (changed.length >= CHANGED_SHOWN || chars + p.length > CHANGED_CHARS) break
+    changed.push(p)
+    chars += p.length
+  }
+  return { changed, changedCount: all.size }
 }
 
 /** Store key of the anchors (hard links) a committed plan still has to remove. */
@@ -548,8 +599,33 @@ export async function recover (session: Session): Promise<PlanSummary | null> {
   await dropAnchors(session)
   const raw = session.store.getSync(JOURNAL_KEY)
   if (!raw) return null
+  // Test hook: a journaled plan that can be neither finished nor rolled back (as one that hit
+  // a bug in cpfs would be), to prove it never blocks unmount --discard, status, log or forget.
+  if (process.env.CPFS_TEST_RECOVER_FAILS) throw new Error('injected: the interrupted plan cannot be finished')
   const j = decode<Journal>(raw)
   return await finish(session, j, true)
+}
+
+/**
+ * `unmount --discard` after an interrupted plan that cannot be finished (recover threw, and
+ * could not roll it back either): the user asks to leave the real directory as it is, so the
+ * plan is given up instead of blocking every command for good. Its temporary files go and its
+ * journal is retired; the applied stack stays what it was, so the paths it did change differ
+ * from their fingerprints — the next plan reports them as drift and the next mount records
+ * them as outside changes: nothing in the history is lost. Returns false when there was no
+ * journal left (recover rolled back before failing).
+ */
+export async function setAsidePlan (session: Session): Promise<boolean> {
+  const raw = session.store.getSync(JOURNAL_KEY)
+  if (!raw) return false
+  try {
+    const j = decode<Journal>(raw)
+    cleanTemps(session.origin, j.ops, j.id)
+    removeAnchors(session.origin, j.ops, j.id)
+  } catch {} // an unreadable journal is retired all the same
+  await session.store.batch([{ type: 'del', key: JOURNAL_KEY }, { type: 'del', key: ANCHORS_KEY }], true)
+  new Progress(session).close(true)
+  return true
 }
 
 export async function layersOf (session: Session, stack: number[]): Promise<Array<Map<string, Entry>>> {
@@ -590,11 +666,12 @@ async function commitPlan (session: Session, stack: number[], after: StackChange
   const ops: BatchOp[] = []
   if (after) {
     for (const id of [...after.newLayers, ...after.stack]) if (!session.layers.has(id)) session.layers.set(id, await session.store.loadLayer(id))
-    ops.push(...session.applyChange(after))
+    append(ops, session.applyChange(after))
   }
-  ops.push(...session.appliedOps(stack))
-  ops.push(...session.fingerprintOps())
-  ops.push(session.store.metaOp(), ...extra)
+  append(ops, session.appliedOps(stack))
+  append(ops, session.fingerprintOps())
+  ops.push(session.store.metaOp())
+  append(ops, extra)
   await session.store.batch(ops, true)
 }
 

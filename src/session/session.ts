@@ -218,7 +218,7 @@ export class Session {
       const after = e?.t === 'f' ? [...new Set([...e.chunks.values()].filter((h): h is Buffer => h !== null).map(h => h.toString('hex')).filter(h => headOnly.has(h)))] : []
       const before = this.headRefs.get(p) ?? []
       for (const h of after) this.refCount.set(h, (this.refCount.get(h) ?? 0) + 1)
-      dropped.push(...before)
+      for (const h of before) dropped.push(h)
       if (after.length) this.headRefs.set(p, after)
       else this.headRefs.delete(p)
     }
@@ -592,7 +592,8 @@ export class Session {
       else ops.push({ type: 'del', key: entryKey(layer, p) })
     }
     this.releaseHeadChunks(paths, ops)
-    ops.push(...this.fingerprintOps())
+    // Never push(...list): a list of 100,000s of ops overflows the call stack.
+    for (const op of this.fingerprintOps()) ops.push(op)
     const drained = this.chunks.drain(ops)
     const bytes = drained.bytes
     // Chunks of a batch that failed are retried with it, and readable until one lands.
@@ -616,8 +617,8 @@ export class Session {
         this.storeFailure = err
         return Promise.reject(storeWriteError(err))
       }
-      this.walOps.push(...ops)
-      this.walHexes.push(...hexes)
+      for (const op of ops) this.walOps.push(op)
+      for (const h of hexes) this.walHexes.push(h)
       this.walBytes += bytes
       this.inflight += bytes
       if (this.walBytes >= WAL_SUBMIT_BYTES) void this.submit([], [], 0, false).catch(() => {})
@@ -843,7 +844,7 @@ export class Session {
     const ops: BatchOp[] = []
     if (applied.length && applied[applied.length - 1] === this.headLayer) {
       if ((this.layers.get(this.headLayer)?.size ?? 0) === 0) applied.pop()
-      else ops.push(...this.sealHead())
+      else for (const op of this.sealHead()) ops.push(op)
     }
     this.meta.applied = applied
     return ops
