@@ -114,12 +114,10 @@ EOF`).trim()
     t.equal(w.cpfs('log', w.ws).code, 0, 'cpfs log works offline')
   })
 
-  // Applying that tree needs a real path longer than PATH_MAX (4096): the applier and real.ts
-  // reach real paths by name until they work from directory descriptors (another change of
-  // issue 18). Run with CPFS_TEST_DEEP_APPLY=1 once they do.
+  // Applying that tree reaches real paths far longer than PATH_MAX (4096): the applier works
+  // from kept directory handles (Origin.dirHandle), one new component per level.
   t.test(`a tree ${DEPTH} levels deep is applied to the real directory`, {
-    timeout: 1_800_000,
-    skip: process.env.CPFS_TEST_DEEP_APPLY ? false : 'needs the descriptor-based applier (real paths beyond PATH_MAX); set CPFS_TEST_DEEP_APPLY=1'
+    timeout: 1_800_000
   }, async t => {
     const w = workspace(t)
     w.ok('mount', w.ws)

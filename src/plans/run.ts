@@ -525,11 +525,20 @@ async function finish (session: Session, j: Journal, recovered: boolean): Promis
   verifying.end()
   progress.close(false)
   if (result.mismatches.length) {
-    removeAnchors(origin, j.ops, j.id)
-    await session.store.batch([{ type: 'del', key: JOURNAL_KEY }], true)
-    progress.close(true)
+    // What is on the disk is not what the plan wrote (a failing disk, a write another process
+    // raced): never leave it so. The roll-back makes every path the plan touched what it was
+    // before, from the captures, and is itself verified.
     const shown = result.mismatches.slice(0, 5).map(m => `${m.path.slice(1) || '.'} (${m.why})`).join(', ')
-    throw new CpfsError('VERIFY_FAILED', `verification failed after applying: ${shown}`, 'the store still holds every version; check the disk, then run the command again')
+    try {
+      await rollBack(session, j)
+      progress.close(true)
+    } catch (back: any) {
+      removeAnchors(origin, j.ops, j.id)
+      await session.store.batch([{ type: 'del', key: JOURNAL_KEY }], true)
+      progress.close(true)
+      throw new CpfsError('VERIFY_FAILED', `verification failed after applying: ${shown}; the roll-back failed too (${String(back?.message ?? back).split('\n')[0]})`, 'the store still holds every version; check the disk, then run the command again')
+    }
+    throw new CpfsError('VERIFY_FAILED', `verification failed after applying: ${shown}; rolled back, the real directory is as it was`, 'the store still holds every version; check the disk, then run the command again')
   }
   // Skipped paths keep the other process's version: for the store they are drift now, which
   // the next plan that touches them reports (and --force replaces).
