@@ -29,6 +29,8 @@ const CACHE_MAX = 500_000
 
 /** Directory handles kept open for realPath (O_PATH descriptors; the daemon's limit is far above). */
 const DIR_HANDLES = 1024
+/** Ancestors looked up for a kept handle before dirHandle opens from the workspace's own. */
+const ANCESTORS_TRIED = 4
 
 export interface OriginStat {
   t: Kind
@@ -157,8 +159,12 @@ export class Origin {
       this.dirFds.set(dir, fd)
       return fd
     }
+    // The nearest kept ancestor among the closest few (plans and walks go parent before
+    // child, so it is nearly always the parent); else from the top, in one openat2. Looking
+    // further up would cost O(depth) strings of O(depth) length per miss: O(depth²) in a
+    // deep tree whose directories do not exist yet.
     let from = parentOf(dir)
-    while (from !== '/' && !this.dirFds.has(from)) from = parentOf(from)
+    for (let i = 0; from !== '/' && !this.dirFds.has(from); i++) from = i < ANCESTORS_TRIED ? parentOf(from) : '/'
     const fromFd = from === '/' ? this.dirFd : this.dirFds.get(from)!
     fd = native.openDirBeneath(fromFd, dir.slice(from === '/' ? 1 : from.length + 1))
     if (this.dirFds.size >= DIR_HANDLES) {
