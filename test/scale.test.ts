@@ -38,7 +38,7 @@ function runLong (t: Test, w: Env, script: string): string {
 /** Make `depth` nested directories `d` below the current one (mkdir -p of one long path cannot: PATH_MAX). */
 const deepTree = (depth: number): string => `python3 - <<'EOF'
 import os
-for i in range(${'${depth}'}):
+for i in range(${depth}):
     os.mkdir('d')
     os.chdir('d')
 with open('leaf', 'w') as f:
