@@ -7,13 +7,13 @@
 // to it (link to a temporary name, renamed into place). Anchors stay until the plan has
 // committed (run.ts removes them), so a plan finished after a crash still finds them.
 import * as fs from 'node:fs'
-import { realNames, type Origin } from '../overlay/origin.js'
+import { kindOf, realNames, type Origin } from '../overlay/origin.js'
 import { ancestors, isSafePath, isWithin, join, parentOf } from '../overlay/paths.js'
 import { CpfsError, isCpfsError } from '../errors.js'
 import { isZero, type ChunkStore } from '../store/chunks.js'
 import { CHUNK_SIZE } from '../store/entries.js'
 import { lstatReal, type RealState } from '../overlay/real.js'
-import { NotExpected, openDir, openFile, withObject } from '../overlay/nofollow.js'
+import { NotExpected, openFile, withObject } from '../overlay/nofollow.js'
 import type { AnchorOp, Attrs, PlanOp, Times } from './planner.js'
 import { AT_FDCWD, AT_SYMLINK_NOFOLLOW, native } from '../native/index.js'
 import { toSecNs, type Kind } from '../store/entries.js'
@@ -262,25 +262,10 @@ function makeAnchor (origin: Origin, chunks: ChunkStore, op: AnchorOp, planId: s
   return bytes
 }
 
-/** Owner, mode, xattrs and times of an existing regular file, set through its own descriptor. */
+/** Owner, mode, xattrs and times of an existing regular file (an anchor the plan made). */
 function setFileAttrs (path: string, op: { mode: number } & Times & Attrs): void {
-  const fd = openFile(path, fs.constants.O_RDONLY)
-  try {
-    setObjectMeta(fd, op)
-  } finally {
-    fs.closeSync(fd)
-  }
-}
-
-/** Owner, mode, xattrs and times through an open descriptor of a file or directory. */
-function setObjectMeta (fd: number, op: { mode: number } & Partial<Times> & Attrs): void {
-  if (canChown) fs.fchownSync(fd, op.uid, op.gid)
-  fs.fchmodSync(fd, op.mode)
-  setXattrs(fd, op.x)
-  if (op.mtime === undefined || op.atime === undefined) return
-  const a = toSecNs(op.atime, op.atimeNs ?? 0)
-  const m = toSecNs(op.mtime, op.mtimeNs ?? 0)
-  native.futimens(fd, a.sec, a.nsec, m.sec, m.nsec)
+  const st = fs.lstatSync(path)
+  setMeta(path, { type: 'f', ino: st.ino }, op)
 }
 
 /**
@@ -400,26 +385,22 @@ function ensureParents (origin: Origin, p: string): void {
 
 /**
  * Owner, mode, xattrs and times of an existing file, directory or special node, set on the
- * object that was checked: a file or directory through a descriptor opened without following
- * a symlink or blocking (its type and inode compared with what lstat saw), a node through an
- * O_PATH handle. An object swapped in between is refused (REAL_CHANGED), never changed.
+ * object that was checked: an O_PATH handle of what stands at path (never following a symlink,
+ * never opening a FIFO or a device, whatever its permission bits), its type and inode compared
+ * with what lstat saw, then chown and chmod through that handle (`/proc/self/fd/N` reaches
+ * exactly that object); xattrs and times by name with calls that do not follow (the directory
+ * is pinned by realPath). An object swapped in between is refused (REAL_CHANGED), never changed.
  */
-function setMeta (path: string, st: RealState, op: { mode: number } & Partial<Times> & Attrs): void {
-  if (st.type === 'n') {
-    if (canChown) fs.lchownSync(path, op.uid, op.gid)
-    chmodNode(path, op.mode)
-    setXattrs(path, op.x)
-    setTimes(path, op)
-    return
-  }
-  const fd = st.type === 'd' ? openDir(path) : openFile(path, fs.constants.O_RDONLY)
-  try {
-    const now = fs.fstatSync(fd)
-    if (now.ino !== st.ino) throw new NotExpected(path, `the ${st.type === 'd' ? 'directory' : 'file'} cpfs checked`, now)
-    setObjectMeta(fd, op)
-  } finally {
-    fs.closeSync(fd)
-  }
+function setMeta (path: string, st: Pick<RealState, 'type' | 'ino'>, op: { mode: number } & Partial<Times> & Attrs): void {
+  const found = withObject(path, (now, obj) => {
+    if (now.isSymbolicLink() || now.ino !== st.ino || kindOf(now.mode) !== st.type) throw new NotExpected(path, `the ${st.type === 'd' ? 'directory' : 'file'} cpfs checked`, now)
+    if (canChown) fs.chownSync(obj, op.uid, op.gid)
+    fs.chmodSync(obj, op.mode) // after chown, which clears set-ID bits
+    return true
+  })
+  if (!found) throw Object.assign(new Error(`ENOENT: ${path} is gone`), { code: 'ENOENT' })
+  setXattrs(path, op.x)
+  setTimes(path, op)
 }
 
 // Ownership is applied where permitted: as root. An ordinary user's files are theirs anyway.
