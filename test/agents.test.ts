@@ -83,9 +83,8 @@ if (fuseAvailable(t)) {
     const w = workspace(t, TREE)
     w.ok('mount', w.ws)
     const hook = (input: string, extra: string[] = []) => {
-      const started = Date.now()
       const r = spawnSync(process.execPath, [CLI, 'hook', 'claude-code', ...extra], { cwd: w.ws, env: w.env, encoding: 'utf8', input, timeout: 60_000 })
-      return { code: r.status, stdout: r.stdout, stderr: r.stderr, ms: Date.now() - started }
+      return { code: r.status, stdout: r.stdout, stderr: r.stderr, killed: r.signal !== null }
     }
     const turns = () => JSON.parse(w.ok('log', w.ws, '--json')).length
     const payload = (o: Record<string, unknown>) => JSON.stringify({ session_id: 's1', cwd: w.ws, hook_event_name: 'UserPromptSubmit', ...o })
@@ -129,7 +128,7 @@ if (fuseAvailable(t)) {
       process.kill(pid, 'SIGCONT')
     }
     t.equal(r.code, 0, 'a stopped daemon: exit 0')
-    t.ok(r.ms < 15_000, `and it returned (after ${r.ms} ms, not forever)`)
+    t.notOk(r.killed, 'it ended by itself (the 60 s guard of the test did not have to kill it)')
     t.match(r.stderr, /did not answer .*no checkpoint taken/, 'saying the daemon did not answer')
     w.ok('unmount', w.ws)
   })
