@@ -7,17 +7,18 @@
 // to it (link to a temporary name, renamed into place). Anchors stay until the plan has
 // committed (run.ts removes them), so a plan finished after a crash still finds them.
 import * as fs from 'node:fs'
-import { kindOf, realNames, type Origin } from '../overlay/origin.js'
+import { realNames, type Origin } from '../overlay/origin.js'
 import { ancestors, isSafePath, isWithin, join, parentOf } from '../overlay/paths.js'
 import { CpfsError, isCpfsError } from '../errors.js'
 import { isZero, type ChunkStore } from '../store/chunks.js'
 import { CHUNK_SIZE } from '../store/entries.js'
-import { lstatReal, type RealState } from '../overlay/real.js'
-import { NotExpected, openFile, withObject } from '../overlay/nofollow.js'
-import type { AnchorOp, Attrs, PlanOp, Times } from './planner.js'
-import { AT_FDCWD, AT_SYMLINK_NOFOLLOW, native } from '../native/index.js'
-import { toSecNs, type Kind } from '../store/entries.js'
+import { lstatReal } from '../overlay/real.js'
+import { openFile } from '../overlay/nofollow.js'
+import type { AnchorOp, Attrs, PlanOp } from './planner.js'
+import { AT_FDCWD, native } from '../native/index.js'
+import type { Kind } from '../store/entries.js'
 import { countBytes } from '../progress.js'
+import { canChown, chmodNode, setFileAttrs, setFileMeta, setMeta, setTimes, setXattrs } from './real-meta.js'
 import { verifyPaths, type Expect } from './verifier.js'
 
 export interface ApplyResult {
@@ -102,33 +103,6 @@ function tmpName (origin: Origin, p: string, planId: string, index: number): str
   return origin.realPath(dir === '/' ? `/.cpfs-tmp-${planId}-${index}` : `${dir}/.cpfs-tmp-${planId}-${index}`)
 }
 
-/**
- * Make the extended attributes of a real path exactly `want` (absent: none). Set last, after
- * content, owner and mode: writing or chowning a file clears security.capability, and a new
- * file in a directory with a default ACL starts with one it may not want.
- */
-function setXattrs (target: string | number, want: Record<string, Buffer> | undefined): void {
-  // A path names the object itself (l* forms: realPath pins its directory); a number is an
-  // open descriptor of it (f* forms), for files and directories the plan opened itself.
-  const byFd = typeof target === 'number'
-  const list = () => byFd ? native.flistxattr(target) : native.llistxattr(target)
-  const get = (name: string) => byFd ? native.fgetxattr(target, name) : native.lgetxattr(target, name)
-  const set = (name: string, value: Buffer) => byFd ? native.fsetxattr(target, name, value, 0) : native.lsetxattr(target, name, value, 0)
-  const remove = (name: string) => byFd ? native.fremovexattr(target, name) : native.lremovexattr(target, name)
-  let have: string[] = []
-  try {
-    have = list()
-  } catch (err: any) {
-    if (err.code !== 'ENOTSUP' && err.code !== 'EOPNOTSUPP') throw err
-    if (want && Object.keys(want).length) throw err
-    return
-  }
-  for (const name of have) if (!want || want[name] === undefined) remove(name)
-  for (const [name, value] of Object.entries(want ?? {})) {
-    const cur = have.includes(name) ? get(name) : null
-    if (!cur || !cur.equals(value)) set(name, value)
-  }
-}
 
 /** Write a plan's content into the existing file at p (same inode): data, holes, size, attributes. */
 function rewriteInPlace (origin: Origin, chunks: ChunkStore, p: string, op: Extract<PlanOp, { op: 'write' }>): number {
@@ -166,15 +140,6 @@ function rewriteFile (path: string, chunks: ChunkStore, op: { size: number, data
   return written
 }
 
-/** A written file's owner, mode, xattrs and times, in that order (chown clears set-ID bits, so chmod after it). */
-function setFileMeta (fd: number, op: { mode: number, atime: number, atimeNs: number, mtime: number, mtimeNs: number } & Attrs): void {
-  if (canChown) fs.fchownSync(fd, op.uid, op.gid)
-  fs.fchmodSync(fd, op.mode)
-  setXattrs(fd, op.x)
-  const a = toSecNs(op.atime, op.atimeNs)
-  const m = toSecNs(op.mtime, op.mtimeNs)
-  native.futimens(fd, a.sec, a.nsec, m.sec, m.nsec)
-}
 
 let corrupted = false
 
@@ -262,35 +227,13 @@ function makeAnchor (origin: Origin, chunks: ChunkStore, op: AnchorOp, planId: s
   return bytes
 }
 
-/** Owner, mode, xattrs and times of an existing regular file (an anchor the plan made). */
-function setFileAttrs (path: string, op: { mode: number } & Times & Attrs): void {
-  const st = fs.lstatSync(path)
-  setMeta(path, { type: 'f', ino: st.ino }, op)
-}
 
-/**
- * chmod of a special node (FIFO, socket, device) at path: chmod(2) follows symlinks, so it is
- * applied to an O_PATH handle of the object found there, refused if that is not a node.
- */
-function chmodNode (path: string, mode: number): void {
-  withObject(path, (st, obj) => {
-    if (st.isFile() || st.isDirectory() || st.isSymbolicLink()) throw new NotExpected(path, 'a special file', st)
-    fs.chmodSync(obj, mode)
-  })
-}
 
 function writeAll (fd: number, data: Buffer, pos: number): void {
   let off = 0
   while (off < data.length) off += fs.writeSync(fd, data, off, data.length - off, pos + off)
 }
 
-/** Set a path's times exactly (nanoseconds), never following a final symlink. */
-function setTimes (path: string, t: Partial<Times>): void {
-  if (t.mtime === undefined || t.atime === undefined) return
-  const a = toSecNs(t.atime, t.atimeNs ?? 0)
-  const m = toSecNs(t.mtime, t.mtimeNs ?? 0)
-  native.utimensat(AT_FDCWD, path, a.sec, a.nsec, m.sec, m.nsec, AT_SYMLINK_NOFOLLOW)
-}
 
 /** Where removeReal reports what it left: entries below a removed directory that are not what the plan saw. */
 interface Keep {
@@ -383,28 +326,7 @@ function ensureParents (origin: Origin, p: string): void {
   }
 }
 
-/**
- * Owner, mode, xattrs and times of an existing file, directory or special node, set on the
- * object that was checked: an O_PATH handle of what stands at path (never following a symlink,
- * never opening a FIFO or a device, whatever its permission bits), its type and inode compared
- * with what lstat saw, then chown and chmod through that handle (`/proc/self/fd/N` reaches
- * exactly that object); xattrs and times by name with calls that do not follow (the directory
- * is pinned by realPath). An object swapped in between is refused (REAL_CHANGED), never changed.
- */
-function setMeta (path: string, st: Pick<RealState, 'type' | 'ino'>, op: { mode: number } & Partial<Times> & Attrs): void {
-  const found = withObject(path, (now, obj) => {
-    if (now.isSymbolicLink() || now.ino !== st.ino || kindOf(now.mode) !== st.type) throw new NotExpected(path, `the ${st.type === 'd' ? 'directory' : 'file'} cpfs checked`, now)
-    if (canChown) fs.chownSync(obj, op.uid, op.gid)
-    fs.chmodSync(obj, op.mode) // after chown, which clears set-ID bits
-    return true
-  })
-  if (!found) throw Object.assign(new Error(`ENOENT: ${path} is gone`), { code: 'ENOENT' })
-  setXattrs(path, op.x)
-  setTimes(path, op)
-}
 
-// Ownership is applied where permitted: as root. An ordinary user's files are theirs anyway.
-const canChown = process.getuid?.() === 0
 
 export function applyOps (origin: Origin, chunks: ChunkStore, ops: PlanOp[], opts: ApplyOptions): ApplyResult {
   let bytesWritten = 0
