@@ -3,13 +3,13 @@
 // 1) and cpfs 0.2 (sparse chunk maps, ns times, store version 2, hard links as copies). And a
 // name longer than the real directory takes (cpfs 0.1 and 0.2 accepted any length) is refused
 // up front by the plan, with one line, changing nothing.
-import t from 'tap'
+import t, { type Test } from 'tap'
 import * as fs from 'node:fs'
 import { createHash } from 'node:crypto'
 import { join } from 'node:path'
 import { ClassicLevel } from 'classic-level'
 import { Packr } from 'msgpackr'
-import { fuseAvailable, workspace } from './helpers.js'
+import { fuseAvailable, stopDaemon, workspace, type Env } from './helpers.js'
 
 const packr = new Packr({ useRecords: false, mapsAsObjects: true })
 const CHUNK = 64 * 1024
@@ -132,5 +132,76 @@ if (fuseAvailable(t)) {
     t.equal(r.stderr.trim().split('\n').length, 1, 'one line')
     t.equal(w.cpfs('unmount', w.ws, '--discard').code, 0, 'discard still works')
     t.same(fs.readdirSync(w.ws).sort(), before, 'the real directory is unchanged: not even the other name was applied')
+  })
+
+  /**
+   * A plan interrupted by kill -9 (test hook: the applier dies after operation 3), with its
+   * journal left as `rewrite` makes it; then the next command must finish it byte-exact.
+   */
+  async function interruptedPlan (t: Test, rewrite: (db: ClassicLevel<string, Buffer>) => Promise<void>): Promise<Env> {
+    const w = workspace(t, 'mkdir a && echo one > a/one && echo top > top', { env: { CPFS_TEST_CRASH_AFTER_OP: '3' } })
+    w.ok('mount', w.ws)
+    w.run('for i in $(seq 12); do echo "n $i" > a/new$i; done && echo changed > top && rm a/one')
+    const store = JSON.parse(w.ok('status', w.ws, '--json')).store
+    await stopDaemon(w.home, w.ws)
+    t.equal(w.cpfs('unmount', w.ws).code, 128, 'the applier was killed in the middle of the plan')
+    const db = new ClassicLevel<string, Buffer>(join(store, 'db'), { keyEncoding: 'utf8', valueEncoding: 'buffer' })
+    await db.open()
+    try {
+      await rewrite(db)
+    } finally {
+      await db.close()
+    }
+    delete w.env.CPFS_TEST_CRASH_AFTER_OP
+    return w
+  }
+
+  async function journalParts (db: ClassicLevel<string, Buffer>): Promise<string[]> {
+    const keys: string[] = []
+    for await (const k of db.keys({ gte: 'J', lt: 'J\uffff' })) keys.push(k)
+    return keys
+  }
+
+  function finished (t: Test, w: Env): void {
+    const r = w.cpfs('unmount', w.ws)
+    t.equal(r.code, 0, `the next command finishes the plan: ${r.stderr.trim()}`)
+    t.match(r.stderr, /finished a plan that was interrupted/, 'and says so')
+    t.equal(fs.readFileSync(join(w.ws, 'top'), 'utf8'), 'changed\n', 'a rewritten file is the new version')
+    t.same(fs.readdirSync(join(w.ws, 'a')).sort(), Array.from({ length: 12 }, (_, i) => `new${i + 1}`).sort(), 'every new file is there and the removed one is gone')
+    t.equal(fs.readFileSync(join(w.ws, 'a/new7'), 'utf8'), 'n 7\n', 'with its content')
+    t.equal(JSON.parse(w.ok('status', w.ws, '--json')).pending, 0, 'nothing is pending')
+  }
+
+  t.test('a plan journal written as one value (cpfs before journal parts) is finished after a crash', async t => {
+    const w = await interruptedPlan(t, async db => {
+      // The format before parts: the whole journal is the value of 'j'.
+      const header = packr.unpack(await db.get('j'))
+      const whole: any = { id: header.id, targetStack: header.targetStack, ops: [], expect: [], prints: [] }
+      if (header.after) whole.after = header.after
+      const parts = await journalParts(db)
+      t.ok(parts.length >= 1, 'this version wrote the journal in parts')
+      for (const k of parts) {
+        const part = packr.unpack(await db.get(k))
+        whole.ops.push(...part.ops)
+        whole.expect.push(...part.expect)
+        whole.prints.push(...part.prints)
+      }
+      t.ok(whole.ops.length > 3, 'the journal holds the whole plan')
+      await db.batch([{ type: 'put', key: 'j', value: packr.pack(whole) }, ...parts.map(key => ({ type: 'del' as const, key }))])
+    })
+    finished(t, w)
+  })
+
+  t.test('parts of a journal no header names (a crash before the plan started) are removed with the journal', async t => {
+    let store = ''
+    const w = await interruptedPlan(t, async db => {
+      await db.put('J99999999', packr.pack({ ops: [{ op: 'remove', path: '/top', type: 'f' }], expect: [], prints: [] }))
+      store = db.location
+    })
+    finished(t, w)
+    const db = new ClassicLevel<string, Buffer>(store, { keyEncoding: 'utf8', valueEncoding: 'buffer' })
+    await db.open()
+    t.same(await journalParts(db), [], 'no part of any journal is left in the store')
+    await db.close()
   })
 }

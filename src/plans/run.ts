@@ -19,7 +19,8 @@ import { fingerprintDrift, fingerprintOf } from '../store/fingerprints.js'
 import type { Session, StackChange } from '../session/session.js'
 import { decode, encode } from '../store/codec.js'
 import { isInoKey, type Entry, type FileEntry } from '../store/entries.js'
-import { JOURNAL_KEY, type BatchOp } from '../store/keys.js'
+import type { BatchOp } from '../store/keys.js'
+import { Progress, hasJournal, readJournal, retireJournal, writeJournal, type Journal } from './journal.js'
 import { checkNames } from './names.js'
 import { applyOps, cleanTemps, fingerprint, removeAnchors, type Fingerprint } from './applier.js'
 import { planViews, touchedPaths, type Content, type PlanOp } from './planner.js'
@@ -46,17 +47,6 @@ export interface PlanSummary {
 /** Store key of the paths the last plan skipped (shown by cpfs status). */
 export const SKIPPED_KEY = 'k'
 
-interface Journal {
-  id: string
-  ops: PlanOp[]
-  expect: Array<[string, Expect]>
-  /** The stack whose view the real directory holds once the plan is done. */
-  targetStack: number[]
-  /** The history change that goes with it (offline rewind, redo, restore), committed in the same batch. */
-  after?: StackChange
-  /** What each path (and each entry below a directory it replaces) was before the plan (applier.ts). */
-  prints?: Array<[string, Fingerprint]>
-}
 
 export interface RunOptions {
   force?: boolean
@@ -293,7 +283,7 @@ export async function runPlan (session: Session, expected: View, target: View, t
   const journal: Journal = { id: newPlanId(), ops, expect: [...expect], targetStack: opts.targetStack.slice(), prints: [...prints] }
   if (opts.after) journal.after = opts.after
   if (opts.preOps) append(batch, opts.preOps)
-  batch.push({ type: 'put', key: JOURNAL_KEY, value: encode(journal) })
+  batch.push(await writeJournal(session.store, journal))
   await session.syncBatch(batch)
   return await finish(session, journal, false)
 }
@@ -318,44 +308,6 @@ function takePrints (origin: Origin, ops: PlanOp[]): Map<string, Fingerprint> {
   return prints
 }
 
-/**
- * How far a plan got: before each operation "N s" (it may be half done), after it "N d". Written
- * to a file next to the store (not synced: it is for kill -9), so that finishing the plan
- * after a crash knows which paths it had reached (applier.ts, `resume`).
- */
-class Progress {
-  private readonly file: string
-  private fd: number | null = null
-  private readonly buf = Buffer.alloc(64)
-  constructor (session: Session) {
-    this.file = `${session.store.path}/plan-progress`
-  }
-
-  /** Where plan `id` stopped; unknown: as if it had begun its first operation. */
-  read (id: string): { done: number, partial: number } {
-    try {
-      const [pid, n, state] = fs.readFileSync(this.file, 'utf8').trim().split(/\s+/)
-      const i = Number(n)
-      if (pid === id && Number.isInteger(i) && i >= 0) return state === 'd' ? { done: i + 1, partial: -1 } : { done: i, partial: i }
-    } catch {}
-    return { done: 0, partial: 0 }
-  }
-
-  write (id: string, index: number, started: boolean): void {
-    try {
-      if (this.fd === null) this.fd = fs.openSync(this.file, 'w', 0o600)
-      const len = this.buf.write(`${id} ${index} ${started ? 's' : 'd'}`.padEnd(48))
-      fs.writeSync(this.fd, this.buf, 0, len, 0)
-    } catch {} // only a hint: without it every path is re-checked
-  }
-
-  /** Done with it; `retired`: the journal is gone too, and so is the hint. */
-  close (retired: boolean): void {
-    if (this.fd !== null) fs.closeSync(this.fd)
-    this.fd = null
-    if (retired) fs.rmSync(this.file, { force: true })
-  }
-}
 
 /**
  * Turn planned operations into journal-ready ones: file content as chunk lists (stored), and
@@ -448,7 +400,8 @@ async function rollBack (session: Session, j: Journal): Promise<void> {
   for (const q of [...session.fingerprints.keys()]) {
     if (!touched.has(q) && [...ancestors(q)].some(a => touched.has(a))) session.setFingerprint(q, fingerprintOf(lstatReal(origin, q)))
   }
-  await session.store.batch([...session.fingerprintOps(), { type: 'del', key: JOURNAL_KEY }], true)
+  await writeFingerprints(session)
+  await session.store.batch(await retireJournal(session.store), true)
 }
 
 function failHook (): ((index: number) => void) | undefined {
@@ -534,7 +487,7 @@ async function finish (session: Session, j: Journal, recovered: boolean): Promis
       progress.close(true)
     } catch (back: any) {
       removeAnchors(origin, j.ops, j.id)
-      await session.store.batch([{ type: 'del', key: JOURNAL_KEY }], true)
+      await session.store.batch(await retireJournal(session.store), true)
       progress.close(true)
       throw new CpfsError('VERIFY_FAILED', `verification failed after applying: ${shown}; the roll-back failed too (${String(back?.message ?? back).split('\n')[0]})`, 'the store still holds every version; check the disk, then run the command again')
     }
@@ -545,7 +498,7 @@ async function finish (session: Session, j: Journal, recovered: boolean): Promis
   recordFingerprints(session, expect.keys(), j.ops.filter(o => o.op === 'remove' && o.type === 'd').map(o => o.path))
   const anchors = j.ops.some(o => o.op === 'anchor')
   await commitPlan(session, j.targetStack, j.after, [
-    { type: 'del', key: JOURNAL_KEY },
+    ...await retireJournal(session.store),
     skipped.length ? { type: 'put', key: SKIPPED_KEY, value: encode(skipped) } : { type: 'del', key: SKIPPED_KEY },
     // The anchors go once committed; a crash in between leaves this note for the next command.
     ...(anchors ? [{ type: 'put' as const, key: ANCHORS_KEY, value: encode({ id: j.id, ops: j.ops.filter(o => o.op === 'anchor') }) }] : [])
@@ -606,13 +559,11 @@ async function dropAnchors (session: Session): Promise<void> {
 /** Finish a plan that a crash interrupted; null when there was none. */
 export async function recover (session: Session): Promise<PlanSummary | null> {
   await dropAnchors(session)
-  const raw = session.store.getSync(JOURNAL_KEY)
-  if (!raw) return null
+  if (!hasJournal(session.store)) return null
   // Test hook: a journaled plan that can be neither finished nor rolled back (as one that hit
   // a bug in cpfs would be), to prove it never blocks unmount --discard, status, log or forget.
   if (process.env.CPFS_TEST_RECOVER_FAILS) throw new Error('injected: the interrupted plan cannot be finished')
-  const j = decode<Journal>(raw)
-  return await finish(session, j, true)
+  return await finish(session, readJournal(session.store)!, true)
 }
 
 /**
@@ -625,14 +576,13 @@ export async function recover (session: Session): Promise<PlanSummary | null> {
  * journal left (recover rolled back before failing).
  */
 export async function setAsidePlan (session: Session): Promise<boolean> {
-  const raw = session.store.getSync(JOURNAL_KEY)
-  if (!raw) return false
+  if (!hasJournal(session.store)) return false
   try {
-    const j = decode<Journal>(raw)
+    const j = readJournal(session.store)!
     cleanTemps(session.origin, j.ops, j.id)
     removeAnchors(session.origin, j.ops, j.id)
   } catch {} // an unreadable journal is retired all the same
-  await session.store.batch([{ type: 'del', key: JOURNAL_KEY }, { type: 'del', key: ANCHORS_KEY }], true)
+  await session.store.batch([...await retireJournal(session.store), { type: 'del', key: ANCHORS_KEY }], true)
   new Progress(session).close(true)
   return true
 }
@@ -678,11 +628,26 @@ async function commitPlan (session: Session, stack: number[], after: StackChange
     append(ops, session.applyChange(after))
   }
   append(ops, session.appliedOps(stack))
-  append(ops, session.fingerprintOps())
+  await writeFingerprints(session)
   ops.push(session.store.metaOp())
   append(ops, extra)
   await session.store.batch(ops, true)
 }
+
+/**
+ * Fingerprints changed by a plan go to LevelDB in unsynced slices, ahead of the synced batch
+ * that commits it (which makes them durable: LevelDB writes its log in order). In that batch
+ * they were a few hundred megabytes for 1,000,000 files. Written before the commit they say
+ * what the real directory already holds; a crash before the commit leaves the journal, and
+ * `recover` verifies and writes them again.
+ */
+async function writeFingerprints (session: Session): Promise<void> {
+  for (let ops = session.fingerprintOps(FINGERPRINTS_PER_BATCH); ops.length; ops = session.fingerprintOps(FINGERPRINTS_PER_BATCH)) {
+    await session.store.batch(ops)
+  }
+}
+
+const FINGERPRINTS_PER_BATCH = 20_000
 
 /** Bring the real directory to the view of `stack` (default: the head's), then commit `after`. */
 export async function applyStack (session: Session, opts: { force?: boolean, stack?: number[], after?: StackChange } = {}): Promise<PlanSummary> {

@@ -527,9 +527,14 @@ export class Session {
   }
 
   /** The store ops for fingerprints changed since the last batch. */
-  fingerprintOps (): BatchOp[] {
-    const ops = [...this.fpDirty].map(p => this.store.fingerprintOp(p, this.fingerprints.get(p) ?? null))
-    this.fpDirty.clear()
+  /** Store ops for the fingerprints changed since the last call (at most `max` of them). */
+  fingerprintOps (max = Infinity): BatchOp[] {
+    const ops: BatchOp[] = []
+    for (const p of this.fpDirty) {
+      if (ops.length >= max) break
+      ops.push(this.store.fingerprintOp(p, this.fingerprints.get(p) ?? null))
+      this.fpDirty.delete(p)
+    }
     return ops
   }
 

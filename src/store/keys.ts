@@ -6,7 +6,8 @@
 //                     before a plan first changed it
 //   c<hex>            chunk bytes, keyed by SHA-256
 //   o<path>           fingerprint: what cpfs last knew of the real path (store/fingerprints.ts)
-//   j                 the journal of a plan in progress
+//   j                 the journal of a plan in progress (its header: plans/journal.ts)
+//   J<index>          the parts of that journal (operations, expectations, fingerprints)
 //   w                 the last write-ahead-log record LevelDB holds (wal.ts)
 
 export const META_KEY = 'm'
