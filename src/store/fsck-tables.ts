@@ -55,7 +55,7 @@ function writeByte (file: string, at: number, byte: number): void {
 /** The records of a damaged data block, as far as they can be named. */
 function keyList (p: TableProblem): string {
   const names = [...new Set(p.keys.map(k => JSON.stringify(utf8(k.key))))]
-  const some = names.length <= 5 ? names.join(', ') : `${names.slice(0, 3).join(', ')} … ${names[names.length - 1]}`
+  const some = names.length <= 12 ? names.join(', ') : `${names.slice(0, 10).join(', ')} … ${names[names.length - 1]}`
   const range = p.range ? `${p.range.from ? `after ${JSON.stringify(utf8(p.range.from))} ` : ''}up to ${JSON.stringify(utf8(p.range.to))}` : ''
   if (!names.length) return `records ${range || 'that cannot be named'}`
   if (p.complete) return `${names.length} record(s): ${some}`

@@ -1,7 +1,7 @@
 // LevelDB's table files (*.ldb, *.sst) checked by cpfs itself: classic-level opens LevelDB
 // without verify_checksums or paranoid_checks, so LevelDB hands back whatever bytes a damaged
 // block holds (and its own repair does not look either). Written from LevelDB's
-// doc/table_format.md and Snappy's format_description.txt:
+// doc/table_format.md (CRC32C in crc32c.ts, Snappy in snappy.ts):
 //   table  = data blocks, meta blocks (the filter), metaindex block, index block, footer
 //   footer = the last 48 bytes: metaindex and index BlockHandles (varint64 offset, varint64
 //            size), zero padding, magic 0xdb4775248b80fb57 (fixed64, little-endian)
@@ -15,33 +15,8 @@
 import { readFileSync, readdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { CpfsError } from '../errors.js'
-
-// CRC32C (Castagnoli, reflected polynomial 0x82F63B78), a table of 8 × 256: eight bytes per
-// step (slicing-by-8) — one byte per step ran at about a third of the speed, and fsck runs
-// this over every byte of the store.
-const T = new Uint32Array(8 * 256)
-for (let i = 0; i < 256; i++) {
-  let c = i
-  for (let k = 0; k < 8; k++) c = c & 1 ? (c >>> 1) ^ 0x82f63b78 : c >>> 1
-  T[i] = c
-}
-for (let i = 0; i < 256; i++) for (let s = 1; s < 8; s++) T[s * 256 + i] = (T[(s - 1) * 256 + i] >>> 8) ^ T[T[(s - 1) * 256 + i] & 0xff]
-
-export function crc32c (b: Uint8Array, start = 0, end = b.length): number {
-  let c = ~0
-  let p = start
-  for (; p + 8 <= end; p += 8) {
-    const lo = c ^ (b[p] | b[p + 1] << 8 | b[p + 2] << 16 | b[p + 3] << 24)
-    c = T[1792 + (lo & 0xff)] ^ T[1536 + ((lo >>> 8) & 0xff)] ^ T[1280 + ((lo >>> 16) & 0xff)] ^ T[1024 + (lo >>> 24)] ^
-      T[768 + b[p + 4]] ^ T[512 + b[p + 5]] ^ T[256 + b[p + 6]] ^ T[b[p + 7]]
-  }
-  for (; p < end; p++) c = T[(c ^ b[p]) & 0xff] ^ (c >>> 8)
-  return ~c >>> 0
-}
-
-/** LevelDB stores CRCs masked (a CRC of data that holds CRCs is otherwise weak). */
-export const maskCrc = (crc: number): number => ((((crc >>> 15) | (crc << 17)) >>> 0) + 0xa282ead8) >>> 0
-export const unmaskCrc = (m: number): number => { const r = (m - 0xa282ead8) >>> 0; return ((r >>> 17) | (r << 15)) >>> 0 }
+import { crc32c, locateByte, maskCrc } from './crc32c.js'
+import { snappy, snappyDecode } from './snappy.js'
 
 const bad = (msg: string): CpfsError => new CpfsError('TABLE_FORMAT', msg)
 
@@ -53,62 +28,6 @@ function varint (b: Uint8Array, p: number, end = b.length): [number, number] {
     if (byte < 0x80) return [v, p]
   }
   throw bad('a varint runs past its end')
-}
-
-/** Snappy's raw format: varint length, then literals and copies (format_description.txt). */
-export function snappyDecode (src: Uint8Array): Buffer {
-  const { out, error } = snappy(src)
-  if (error) throw bad(error)
-  return out
-}
-
-/** What decodes, and where it stops if it does not all decode (a damaged block's prefix). */
-function snappy (src: Uint8Array): { out: Buffer, error?: string } {
-  let len, p
-  try {
-    [len, p] = varint(src, 0)
-  } catch {
-    return { out: Buffer.alloc(0), error: 'Snappy length does not read' }
-  }
-  if (len > 0xffffffff) return { out: Buffer.alloc(0), error: 'Snappy length too large' }
-  const out = Buffer.allocUnsafe(len)
-  let o = 0
-  const stop = (error: string): { out: Buffer, error: string } => ({ out: out.subarray(0, o), error })
-  while (p < src.length) {
-    const tag = src[p++]
-    if ((tag & 3) === 0) {
-      let n = tag >>> 2
-      if (n >= 60) {
-        const bytes = n - 59 // the length takes 1-4 more bytes, little-endian
-        if (p + bytes > src.length) return stop('Snappy literal length cut short')
-        n = 0
-        for (let i = bytes - 1; i >= 0; i--) n = n * 256 + src[p + i]
-        p += bytes
-      }
-      n += 1
-      if (p + n > src.length || o + n > len) return stop('Snappy literal runs past its end')
-      out.set(src.subarray(p, p + n), o)
-      o += n
-      p += n
-      continue
-    }
-    let length: number
-    let offset: number
-    const bytes = [0, 1, 2, 4][tag & 3]
-    if (p + bytes > src.length) return stop('Snappy copy cut short')
-    if ((tag & 3) === 1) {
-      length = ((tag >>> 2) & 7) + 4
-      offset = ((tag >>> 5) << 8) | src[p]
-    } else {
-      length = (tag >>> 2) + 1
-      offset = bytes === 2 ? src[p] | src[p + 1] << 8 : (src[p] | src[p + 1] << 8 | src[p + 2] << 16 | src[p + 3] << 24) >>> 0
-    }
-    p += bytes
-    if (offset === 0 || offset > o || o + length > len) return stop('Snappy copy points outside the output')
-    // Byte by byte: a copy may overlap what it writes (a run).
-    for (let i = 0; i < length; i++, o++) out[o] = out[o - offset]
-  }
-  return o === len ? { out } : stop(`Snappy output is ${o} bytes, ${len} announced`)
 }
 
 export interface BlockEntry {
@@ -160,32 +79,6 @@ export function internalKey (k: Buffer): { key: Buffer, seq: number, deletion: b
   return { key: k.subarray(0, k.length - 8), seq: k.readUInt32LE(k.length - 4) * 2 ** 24 + (lo >>> 8), deletion: (lo & 0xff) === 0 }
 }
 
-/**
- * A single-byte change that explains a checksum mismatch, if exactly one does: CRC32C is
- * linear, so the XOR of the stored and the computed CRC is what one changed byte at position k
- * with difference v leaves after the bytes that follow it. Walking back from the end, the
- * difference is undone one zero byte at a time and compared with the 255 single-byte ones.
- * A damaged byte of the stored CRC itself is looked for too. `data`: contents and type byte.
- */
-function locateByte (data: Uint8Array, storedMasked: number): { at: number, byte: number } | null {
-  const found: Array<{ at: number, byte: number }> = []
-  const actual = crc32c(data)
-  const inCrc = (maskCrc(actual) ^ storedMasked) >>> 0
-  for (let i = 0; i < 4; i++) if (inCrc === (inCrc & (0xff << (8 * i))) >>> 0) found.push({ at: data.length + i, byte: (maskCrc(actual) >>> (8 * i)) & 0xff })
-  let d = (actual ^ unmaskCrc(storedMasked)) >>> 0
-  for (let k = data.length - 1; k >= 0 && found.length < 2; k--) {
-    const v = SINGLE.get(d)
-    if (v !== undefined) found.push({ at: k, byte: data[k] ^ v })
-    const i = TOP[d >>> 24]
-    d = (((d ^ T[i]) << 8) | i) >>> 0 // one zero byte undone: the top byte of T[i] names i
-  }
-  return found.length === 1 ? found[0] : null
-}
-const SINGLE = new Map<number, number>()
-const TOP = new Uint8Array(256)
-for (let v = 1; v < 256; v++) SINGLE.set(T[v], v)
-for (let i = 0; i < 256; i++) TOP[T[i] >>> 24] = i
-
 export type BlockKind = 'data' | 'index' | 'metaindex' | 'filter' | 'footer'
 
 export interface TableProblem {
@@ -201,7 +94,7 @@ export interface TableProblem {
   fix?: { at: number, byte: number }
   /** User keys of the block's records (as far as they can be read; after the fix, if any). */
   keys: Array<{ key: Buffer, seq: number, deletion: boolean, value: Buffer }>
-  /** The key of the record that holds the fixed byte (uncompressed blocks only). */
+  /** The key of the record the fixed byte belongs to. */
   fixKey?: Buffer
   /** `keys` are all the block's records. */
   complete: boolean
@@ -266,7 +159,13 @@ function readBlock (name: string, buf: Buffer, kind: BlockKind, offset: number, 
   if (fix && r && !r.error) {
     problem.fix = { at: offset + fix.at, byte: fix.byte }
     problem.complete = true
-    if (fixed[size] === 0) problem.fixKey = r.entries.find(e => fix.at < e.end)?.key.subarray(0, -8)
+    if (fix.at < size) {
+      // The record: where the contents as stored first differ from the contents put right.
+      const was = fixed[size] === 1 ? snappy(data.subarray(0, size)).out : data.subarray(0, size)
+      let i = 0
+      while (i < was.length && i < r.contents!.length && was[i] === r.contents![i]) i++
+      problem.fixKey = r.entries.find(e => i < e.end)?.key.subarray(0, -8)
+    }
     for (const e of r.entries) { const k = internalKey(e.key); if (k) problem.keys.push({ ...k, value: e.value }) }
     return r.contents!
   }
