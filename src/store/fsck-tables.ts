@@ -39,6 +39,8 @@ const KEEP: Record<string, (v: any) => boolean> = {
   [INTEGRITY_KEY]: v => Number.isSafeInteger(v)
 }
 
+type LevelOp = { type: 'put', key: Buffer, value: Buffer } | { type: 'del', key: Buffer }
+
 const UNREADABLE = 0xff // a compression type LevelDB does not know
 
 const utf8 = (b: Buffer): string => b.toString('utf8')
@@ -82,7 +84,9 @@ export async function fsckTables (path: string): Promise<TablesResult> {
     const whole = acted.find(p => !p.fix && (p.kind === 'index' || p.kind === 'footer' || p.code === 'BLOCK_OUTSIDE'))
     if (whole) {
       mkdirSync(join(dir, 'lost'), { recursive: true })
-      renameSync(file, join(dir, 'lost', c.file))
+      let to = join(dir, 'lost', c.file)
+      for (let n = 1; existsSync(to); n++) to = join(dir, 'lost', `${c.file}.${n}`)
+      renameSync(file, to)
       repair = true
       res.damage.push(`${whole.message}: the whole table goes, to db/lost/ (which records it held cannot be told; the checks below find what they can)`)
       continue
@@ -123,7 +127,7 @@ export async function fsckTables (path: string): Promise<TablesResult> {
       // Not a table LevelDB uses: its repair leaves an empty file behind where it copied nothing.
     }
   }
-  const ops: any[] = []
+  const ops: LevelOp[] = []
   for (const [name, c] of candidates) {
     if ((newest.get(name) ?? -1) >= c.seq) continue
     const key = Buffer.from(name, 'latin1')
@@ -132,7 +136,7 @@ export async function fsckTables (path: string): Promise<TablesResult> {
       let ok = false
       try { ok = keep(decode(c.value!)) } catch {}
       if (ok) {
-        ops.push({ type: 'put', key, value: c.value })
+        ops.push({ type: 'put', key, value: c.value! })
         res.damage.push(`record ${JSON.stringify(utf8(key))}, which cpfs cannot do without, was in a dropped block: kept as read from it (it decodes, but may be wrong)`)
         continue
       }
@@ -142,12 +146,13 @@ export async function fsckTables (path: string): Promise<TablesResult> {
     if (!c.deletion) res.lost.push(utf8(key))
   }
   await compactLevel(dir, ops)
-  res.repaired.push(`LevelDB's tables were compacted${ops.length ? ` after ${ops.length} record(s) of dropped blocks were deleted (no older version of them can show through)` : ''}`)
+  const dels = ops.filter(o => o.type === 'del').length
+  res.repaired.push(`LevelDB's tables were compacted${dels ? ` after ${dels} record(s) of dropped blocks were deleted (no older version of them can show through)` : ''}`)
   return res
 }
 
 /** Apply `ops` and rewrite every table (a full compaction); LevelDB is closed after. */
-export async function compactLevel (dir: string, ops: any[] = []): Promise<void> {
+export async function compactLevel (dir: string, ops: LevelOp[] = []): Promise<void> {
   const db = new ClassicLevel<Buffer, Buffer>(dir, { keyEncoding: 'buffer', valueEncoding: 'buffer' })
   await db.open()
   try {
