@@ -7,7 +7,7 @@ export function formatFsck (r: FsckResult): string {
   for (const p of r.repaired) lines.push(`repaired: ${p}`)
   for (const l of r.lost) lines.push(`lost: ${l.path} in ${l.where}`)
   lines.push(r.clean
-    ? `store ${r.store} is clean (${r.records} records, ${r.chunks} chunks checked)`
-    : `store ${r.store}: ${r.damage.length} problem(s) found, ${r.lost.length} path(s) lost (${r.records} records, ${r.chunks} chunks checked)`)
+    ? `store ${r.store} is clean (${r.records} records, ${r.chunks} chunks, ${r.blocks} blocks of ${r.tables} LevelDB tables checked)`
+    : `store ${r.store}: ${r.damage.length} problem(s) found, ${r.lost.length} path(s) lost (${r.records} records, ${r.chunks} chunks, ${r.blocks} blocks of ${r.tables} LevelDB tables checked)`)
   return lines.join('\n')
 }

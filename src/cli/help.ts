@@ -168,11 +168,13 @@ turns not yet applied to the real directory unless --force.
 Example:  cpfs forget ~/src/old-project --yes`,
   fsck: `Usage: cpfs fsck [DIR] [--store PATH] [--json]
 
-Check the store of DIR (not mounted: run cpfs unmount first): every record decodes, every
-chunk matches its SHA-256 and every chunk a file needs is there, the turns are all there,
-cpfs's write-ahead log and LevelDB's log lost nothing. Repairs what can be rebuilt (applies
-the write-ahead log up to its damage, deletes unreadable records and unreferenced chunks, reads
-a damaged chunk again from a real file that still holds its bytes) and
+Check the store of DIR (not mounted: run cpfs unmount first): every block of LevelDB's table
+files matches its CRC32C, every record decodes, every chunk matches its SHA-256 and every
+chunk a file needs is there, the turns are all there, cpfs's write-ahead log and LevelDB's log
+lost nothing. Repairs what can be rebuilt (puts back a byte a table block's checksum proves,
+drops a table block damaged beyond that, applies the write-ahead log up to its damage, deletes
+unreadable records and unreferenced chunks, reads a damaged chunk again from a real file that
+still holds its bytes) and
 lists what is lost: the paths and the turns that hold them. A damaged chunk stays: reading
 the files that hold it fails (EIO), never returns wrong bytes. Exit 0 when the store is
 clean, 1 when damage was found (a second run shows what remains).

@@ -1,5 +1,7 @@
 // cpfs fsck: check a store that no daemon holds, repair what can be rebuilt, and say what is
-// lost. Checks: what opening found (integrity.ts: damage in cpfs's write-ahead log, records
+// lost. Checks: LevelDB's table files block by block against their checksums, before LevelDB
+// opens (fsck-tables.ts: a block one changed byte explains gets it back, another damaged block
+// is dropped through LevelDB's repair and its records are listed); what opening found (integrity.ts: damage in cpfs's write-ahead log, records
 // LevelDB dropped or lost, turn records missing), every record decodes, every chunk matches its
 // SHA-256, every chunk an entry names is there. Repairs: the write-ahead log's records before
 // its damage are applied and the log emptied; a lost turn record gets an empty one; records
@@ -18,6 +20,7 @@ import { DAMAGED_FILE, levelError, missingTurnRecords, resetWitness, type StoreP
 import { JOURNAL_KEY, META_KEY, chunkKey, turnKey, type BatchOp } from './keys.js'
 import { Store, type TurnRecord } from './store.js'
 import { walSeqOp } from './wal.js'
+import { compactLevel, fsckTables } from './fsck-tables.js'
 import { encode } from './codec.js'
 import { closeSync, constants, fstatSync, openSync, readSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
@@ -32,13 +35,22 @@ export interface FsckResult {
   lost: Array<{ path: string, where: string }>
   chunks: number
   records: number
+  /** LevelDB's table files and the blocks in them whose checksums were verified (fsck-tables.ts). */
+  tables: number
+  blocks: number
   /** No damage found (repairs of garbage, such as unreferenced chunks, do not count). */
   clean: boolean
 }
 
 /** Check and repair the store at `path`; the caller makes sure no daemon has it open. */
 export async function fsckStore (path: string, workspace: string): Promise<FsckResult> {
-  const res: FsckResult = { store: path, damage: [], repaired: [], lost: [], chunks: 0, records: 0, clean: true }
+  const res: FsckResult = { store: path, damage: [], repaired: [], lost: [], chunks: 0, records: 0, tables: 0, blocks: 0, clean: true }
+  // Before LevelDB opens: opening may compact, and compaction copies without checking.
+  const tables = await fsckTables(path)
+  res.damage.push(...tables.damage)
+  res.repaired.push(...tables.repaired)
+  res.tables = tables.tables
+  res.blocks = tables.blocks
   let store: Store
   try {
     store = await Store.open(path, { workspace, create: false, tolerate: true })
@@ -48,10 +60,16 @@ export async function fsckStore (path: string, workspace: string): Promise<FsckR
     // database from the tables and logs it finds, dropping what it cannot read.
     res.damage.push(err.message)
     await ClassicLevel.repair(join(path, 'db'))
+    await compactLevel(join(path, 'db'))
     res.repaired.push('LevelDB\'s repair rebuilt the database from its files (records it could not read are gone; the checks below say which files that cost)')
     store = await Store.open(path, { workspace, create: false, tolerate: true })
   }
   try {
+    const names = layerNames(store)
+    for (const key of tables.lost) {
+      const place = keyPlace(key, names)
+      if (place) res.lost.push(place)
+    }
     await fromOpening(store, [...store.problems, ...missingTurnRecords(store)], res)
     await scan(store, res, workspace)
   } finally {
