@@ -3,6 +3,7 @@
 // the workspace is mounted, or opens the store itself when it is not.
 import { spawn } from 'node:child_process'
 import * as fs from 'node:fs'
+import * as os from 'node:os'
 import { basename, dirname, join, resolve as resolvePath } from 'node:path'
 import { fileURLToPath } from 'node:url'
 import { CpfsError, isCpfsError } from './errors.js'
@@ -19,6 +20,7 @@ import { JOURNAL_KEY } from './store/keys.js'
 import { checkStoreOutside, dirBytes, isMounted, locate, register, workspaceDir, type Location } from './store/locate.js'
 import { checkDest, forkView } from './plans/fork.js'
 import { absorbOutsideChanges } from './plans/absorb.js'
+import { keepRefreshes } from './plans/refreshes.js'
 import { reserveBytes } from './config.js'
 import { checkNotNested } from './workspaces.js'
 
@@ -171,6 +173,28 @@ async function keepDisplaced (s: Session): Promise<void> {
   if (kept) process.stderr.write(`cpfs: kept ${kept.paths.length} path${kept.paths.length === 1 ? '' : 's'} changed outside cpfs as turn ${kept.turn} before replacing ${kept.paths.length === 1 ? 'it' : 'them'} (cpfs diff ${kept.turn})\n`)
 }
 
+/**
+ * Before an offline plan without --force: versions that only refreshed a tool's cache (git's
+ * index after `git status`) are kept as a turn and replaced, without asking (plans/refreshes.ts).
+ */
+async function keepRefreshed (s: Session): Promise<number | null> {
+  const kept = await keepRefreshes(s)
+  if (!kept) return null
+  process.stderr.write(`cpfs: ${kept.paths.map(p => p.slice(1)).join(', ')} ${kept.paths.length === 1 ? 'was' : 'were'} only refreshed outside cpfs (git's stat cache): kept as turn ${kept.turn} and replaced (cpfs diff ${kept.turn})\n`)
+  return s.meta.stack[kept.turn - 1]
+}
+
+/**
+ * Keep displaced or refreshed versions before a plan to turn t (1-based), and where turn t is
+ * now: the kept turn goes in after what the real directory holds, which can be below t.
+ */
+async function keepBefore (s: Session, t: number, force: boolean | undefined): Promise<number> {
+  const layer = s.meta.stack[t - 1]
+  if (force) await keepDisplaced(s)
+  else await keepRefreshed(s)
+  return s.meta.stack.indexOf(layer) + 1
+}
+
 async function viaDaemonOr<T> (loc: Location, cmd: string, args: Record<string, unknown>, fn: (s: Session) => Promise<T>, mode: 'write' | 'read' = 'write'): Promise<T> {
   if (await daemonUp(loc)) return await callDaemon(loc, { cmd, args }) as T
   return await offline(loc, fn, mode)
@@ -206,6 +230,10 @@ export async function mount (opts: MountOptions = {}): Promise<ReadyInfo> {
   // CPFS_DAEMON_NODE_ARGS: extra node flags for the daemon (profiling: --cpu-prof), which
   // NODE_OPTIONS does not allow.
   const nodeArgs = (process.env.CPFS_DAEMON_NODE_ARGS ?? '').split(/\s+/).filter(Boolean)
+  // V8's own heap limit (about 4 GB here) stopped a session of 1,000,000 files in the middle
+  // of committing its plan while the machine had 15 GB free: the daemon may use up to three
+  // quarters of the machine's memory before V8 gives up.
+  if (!nodeArgs.some(a => a.startsWith('--max-old-space-size'))) nodeArgs.unshift(`--max-old-space-size=${Math.floor(os.totalmem() / 1024 / 1024 * 0.75)}`)
   const child = spawn(process.execPath, [...nodeArgs, main, JSON.stringify({ loc, allowOther: Boolean(opts.allowOther) })], {
     detached: true,
     stdio: ['ignore', log, log, 'pipe'],
@@ -265,6 +293,7 @@ export async function unmount (opts: Target & { discard?: boolean, force?: boole
   return await offline(fresh, async (s) => {
     if (opts.discard) return { applied: false, summary: null, discarded: await s.discard() }
     if (opts.force) await keepDisplaced(s)
+    else await keepRefreshed(s)
     return { applied: true, summary: await applyStack(s, { force: opts.force }) }
   }, opts.discard ? 'discard' : 'write')
 }
@@ -300,8 +329,7 @@ export async function rewind (turnSpec: string | number, opts: Target & { force?
   const loc = where(opts)
   if (await daemonUp(loc)) return { ...await callDaemon(loc, { cmd: 'rewind', args: { turn: String(turnSpec) } }) as any, mounted: true }
   return await offline(loc, async (s) => {
-    const t = s.resolveTurn(turnSpec)
-    if (opts.force) await keepDisplaced(s)
+    const t = await keepBefore(s, s.resolveTurn(turnSpec), opts.force)
     const dropped = s.meta.stack.length - t + 1
     const summary = await applyStack(s, { force: opts.force, stack: s.meta.stack.slice(0, t - 1), after: s.rewindChange(t) })
     return { head: s.head, dropped, mounted: false, summary }
@@ -328,6 +356,7 @@ export async function restore (turnSpec: string | number, paths: string[], opts:
     const pending = s.pending()
     if (pending > 0) throw new CpfsError('PENDING', `${pending} turn${pending === 1 ? ' is' : 's are'} not applied to the real directory yet`, `run cpfs unmount ${loc.workspace} (it applies them) or mount the workspace, then restore`)
     if (opts.force) await keepDisplaced(s)
+    else await keepRefreshed(s)
     const r = await s.prepareRestore(turnSpec, rel)
     const summary = await runPlan(s, await viewOf(s, s.meta.applied), r.view, r.touched, { force: opts.force, targetStack: r.change.stack, after: r.change, preOps: r.preOps })
     return { turn: r.turn, paths: rel, mounted: false, summary }
@@ -395,8 +424,7 @@ export async function undo (opts: Target & { force?: boolean } = {}): Promise<Re
   const loc = where(opts)
   if (await daemonUp(loc)) return { ...await callDaemon(loc, { cmd: 'undo' }) as any, mounted: true }
   return await offline(loc, async (s) => {
-    if (opts.force) await keepDisplaced(s)
-    const t = s.undoTarget()
+    const t = await keepBefore(s, s.undoTarget(), opts.force)
     const dropped = s.meta.stack.length - t + 1
     const summary = await applyStack(s, { force: opts.force, stack: s.meta.stack.slice(0, t - 1), after: s.rewindChange(t) })
     return { head: s.head, dropped, mounted: false, summary }
@@ -407,8 +435,16 @@ export async function redo (opts: Target & { force?: boolean } = {}): Promise<Re
   const loc = where(opts)
   if (await daemonUp(loc)) return { ...await callDaemon(loc, { cmd: 'redo' }) as any, mounted: true }
   return await offline(loc, async (s) => {
-    if (opts.force) await keepDisplaced(s)
+    const refreshed = opts.force ? (await keepDisplaced(s), null) : await keepRefreshed(s)
     const change = await s.redoChange()
+    if (refreshed !== null) {
+      // The refreshed version stays in the stack redo goes back to, right above the turns it
+      // refreshed (those the two stacks share): the turns redone come after it, and theirs win.
+      const now = s.meta.stack.filter(id => id !== refreshed)
+      let at = 0
+      while (at < now.length - 1 && at < change.stack.length - 1 && now[at] === change.stack[at]) at++
+      change.stack = [...change.stack.slice(0, at), refreshed, ...change.stack.slice(at)]
+    }
     const summary = await applyStack(s, { force: opts.force, stack: change.stack, after: change })
     return { head: s.head, mounted: false, summary }
   })

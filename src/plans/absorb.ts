@@ -27,7 +27,7 @@ export interface Absorbed {
 }
 
 /** Record outside changes as a turn; null when there were none. */
-export async function absorbOutsideChanges (session: Session, opts: { force?: boolean } = {}): Promise<Absorbed | null> {
+export async function absorbOutsideChanges (session: Session, opts: { force?: boolean, only?: (p: string) => boolean } = {}): Promise<Absorbed | null> {
   const origin = session.origin
   const meta = session.meta
   let cp = 0
@@ -51,6 +51,7 @@ export async function absorbOutsideChanges (session: Session, opts: { force?: bo
   const drifted: string[] = []
   const baseOps: BatchOp[] = []
   for (const [p, f] of session.fingerprints) {
+    if (opts.only && !opts.only(p)) continue
     if (!fingerprintDrift(f, lstatReal(origin, p))) continue
     if (!opts.force && conflicts(p)) continue
     drifted.push(p)
@@ -147,14 +148,15 @@ export async function absorbOutsideChanges (session: Session, opts: { force?: bo
   const id = meta.nextLayer++
   const now = Date.now()
   const paths = [...layer.keys()]
-  const rec: TurnRecord = { layer: id, openedAt: now, sealedAt: now, message: `changes made outside cpfs (${paths.length} path${paths.length === 1 ? '' : 's'})${opts.force ? ', replaced by --force' : ''}` }
+  const rec: TurnRecord = { layer: id, openedAt: now, sealedAt: now, message: `changes made outside cpfs (${paths.length} path${paths.length === 1 ? '' : 's'})${opts.only ? ', only refreshed, replaced' : opts.force ? ', replaced by --force' : ''}` }
   for (const [p, e] of layer) ops.push({ type: 'put', key: entryKey(id, p), value: encodeEntry(e) })
   ops.push({ type: 'put', key: turnKey(id), value: encode(rec) })
   session.layers.set(id, layer)
   meta.stack = [...meta.stack.slice(0, cp), id, ...meta.stack.slice(cp)]
   meta.applied = [...meta.applied, id]
-  // Outside changes are writes: a redo now would go back to a stack without them.
-  meta.redo = []
+  // Outside changes are writes: a redo now would go back to a stack without them. A refresh
+  // (opts.only, plans/refreshes.ts) is not: redo keeps it (api.ts puts it in the stack redone).
+  if (!opts.only) meta.redo = []
   for (const op of session.fingerprintOps()) ops.push(op) // no push(...): it can be 100,000s
   ops.push(session.store.metaOp())
   await session.syncBatch(ops)

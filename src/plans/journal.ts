@@ -25,13 +25,14 @@ import type { Expect } from './verifier.js'
 export interface Journal {
   id: string
   ops: PlanOp[]
-  expect: Array<[string, Expect]>
+  /** What the verifier expects of every path the plan touches. */
+  expect: Map<string, Expect>
   /** The stack whose view the real directory holds once the plan is done. */
   targetStack: number[]
   /** The history change that goes with it (offline rewind, redo, restore), committed in the same batch. */
   after?: StackChange
   /** What each path (and each entry below a directory it replaces) was before the plan (applier.ts). */
-  prints?: Array<[string, Fingerprint]>
+  prints?: Map<string, Fingerprint>
 }
 
 interface Header {
@@ -71,12 +72,13 @@ async function partDeletes (store: Store): Promise<BatchOp[]> {
 export async function writeJournal (store: Store, j: Journal): Promise<BatchOp> {
   const stale = await partDeletes(store)
   if (stale.length) await store.batch(stale)
-  const prints = j.prints ?? []
-  const n = Math.max(1, Math.ceil(Math.max(j.ops.length, j.expect.length, prints.length) / PART_ITEMS))
+  // The maps are read in step with the operations, PART_ITEMS of each list per part: no copy
+  // of a whole list is made (three of them were a few GB for 1,000,000 files).
+  const expect = j.expect.entries()
+  const prints = (j.prints ?? new Map<string, Fingerprint>()).entries()
+  const n = Math.max(1, Math.ceil(Math.max(j.ops.length, j.expect.size, j.prints?.size ?? 0) / PART_ITEMS))
   for (let i = 0; i < n; i++) {
-    const from = i * PART_ITEMS
-    const to = from + PART_ITEMS
-    const part: Part = { ops: j.ops.slice(from, to), expect: j.expect.slice(from, to), prints: prints.slice(from, to) }
+    const part: Part = { ops: j.ops.slice(i * PART_ITEMS, (i + 1) * PART_ITEMS), expect: take(expect, PART_ITEMS), prints: take(prints, PART_ITEMS) }
     await store.batch([{ type: 'put', key: partKey(i), value: encode(part) }])
   }
   const header: Header = { id: j.id, targetStack: j.targetStack, parts: n, hasPrints: j.prints !== undefined }
@@ -84,15 +86,29 @@ export async function writeJournal (store: Store, j: Journal): Promise<BatchOp> 
   return { type: 'put', key: JOURNAL_KEY, value: encode(header) }
 }
 
+function take<T> (it: Iterator<T>, n: number): T[] {
+  const out: T[] = []
+  while (out.length < n) {
+    const r = it.next()
+    if (r.done === true) break
+    out.push(r.value)
+  }
+  return out
+}
+
 /** The journal of the plan in progress, or null. A part that is missing is damage, named. */
 export function readJournal (store: Store): Journal | null {
   const raw = store.getSync(JOURNAL_KEY)
   if (!raw) return null
   const h = decode<Header & Partial<Journal>>(raw)
-  if (h.parts === undefined) return h as Journal // one value: written before parts
-  const j: Journal = { id: h.id, ops: [], expect: [], targetStack: h.targetStack }
+  if (h.parts === undefined) {
+    // One value: written before parts, with the maps as lists of pairs.
+    const old = h as unknown as Omit<Journal, 'expect' | 'prints'> & { expect: Array<[string, Expect]>, prints?: Array<[string, Fingerprint]> }
+    return { ...old, expect: new Map(old.expect), prints: old.prints ? new Map(old.prints) : undefined }
+  }
+  const j: Journal = { id: h.id, ops: [], expect: new Map(), targetStack: h.targetStack }
   if (h.after) j.after = h.after
-  const prints: Array<[string, Fingerprint]> = []
+  const prints = new Map<string, Fingerprint>()
   for (let i = 0; i < h.parts; i++) {
     const v = store.getSync(partKey(i))
     if (!v) {
@@ -100,8 +116,8 @@ export function readJournal (store: Store): Journal | null {
     }
     const part = decode<Part>(v)
     for (const op of part.ops) j.ops.push(op)
-    for (const e of part.expect) j.expect.push(e)
-    for (const p of part.prints) prints.push(p)
+    for (const [p, e] of part.expect) j.expect.set(p, e)
+    for (const [p, f] of part.prints) prints.set(p, f)
   }
   if (h.hasPrints) j.prints = prints
   return j

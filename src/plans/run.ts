@@ -280,7 +280,7 @@ export async function runPlan (session: Session, expected: View, target: View, t
   }
   await captureOtherNames(session, ops.map(op => op.path), ops.filter(op => op.op === 'remove' && op.type === 'd').map(op => op.path), batch)
   capturing.end()
-  const journal: Journal = { id: newPlanId(), ops, expect: [...expect], targetStack: opts.targetStack.slice(), prints: [...prints] }
+  const journal: Journal = { id: newPlanId(), ops, expect, targetStack: opts.targetStack.slice(), prints }
   if (opts.after) journal.after = opts.after
   if (opts.preOps) append(batch, opts.preOps)
   batch.push(await writeJournal(session.store, journal))
@@ -447,8 +447,8 @@ async function finish (session: Session, j: Journal, recovered: boolean): Promis
   const edit = recovered ? undefined : testEditHook(origin)
   const progress = new Progress(session)
   // A plan journaled by cpfs before 0.2 has no fingerprints: it is finished as it was then.
-  const prints = j.prints ? new Map(j.prints) : undefined
-  const resume = recovered && prints ? { ...progress.read(j.id), expect: new Map(j.expect) } : undefined
+  const prints = j.prints
+  const resume = recovered && prints ? { ...progress.read(j.id), expect: j.expect } : undefined
   try {
     applied = applyOps(origin, session.chunks, j.ops, {
       planId: j.id,
@@ -472,7 +472,7 @@ async function finish (session: Session, j: Journal, recovered: boolean): Promis
     throw new CpfsError('APPLY_FAILED', `cannot write the real directory: ${cause}; rolled back, the real directory is as it was`, 'fix the cause (space, permissions), then run the command again')
   }
   const skipped = applied.skipped
-  const expect = new Map(j.expect.filter(([p]) => !skipped.some(q => p === q || p.startsWith(q + '/'))))
+  const expect = skipped.length ? new Map([...j.expect].filter(([p]) => !skipped.some(q => p === q || p.startsWith(q + '/')))) : j.expect
   const verifying = phase('verifying', 'paths', expect.size, [...expect.values()].reduce((n, e) => n + (e.data ? sparseBytes(e.data, e.size!) : 0), 0))
   const result = verifyPaths(origin, expect, () => verifying.item())
   verifying.end()
