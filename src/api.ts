@@ -293,7 +293,7 @@ export async function unmount (opts: Target & { discard?: boolean, force?: boole
   return await offline(fresh, async (s) => {
     if (opts.discard) return { applied: false, summary: null, discarded: await s.discard() }
     if (opts.force) await keepDisplaced(s)
-    else await keepRefreshed(s)
+    else if (s.pending() > 0) await keepRefreshed(s) // nothing pending: no plan to make way for
     return { applied: true, summary: await applyStack(s, { force: opts.force }) }
   }, opts.discard ? 'discard' : 'write')
 }
