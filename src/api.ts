@@ -13,6 +13,7 @@ import { runDaemon } from './daemon/daemon.js'
 import { checkFuse, unmountPath } from './fuse/mount.js'
 import { applyStack, recover, runPlan, setAsidePlan, viewOf, type PlanSummary } from './plans/run.js'
 import { diffTurns, logWithLines, previewRewind, type RewindPreview } from './plans/preview.js'
+import { planViews } from './plans/planner.js'
 import type { Change } from './plans/changes.js'
 import { Session, type TurnInfo, type TurnOptions } from './session/session.js'
 import { JOURNAL_KEY } from './store/keys.js'
@@ -302,6 +303,12 @@ export async function rewind (turnSpec: string | number, opts: Target & { force?
   return await offline(loc, async (s) => {
     const t = s.resolveTurn(turnSpec)
     if (opts.force) await keepDisplaced(s)
+    if (s.atStartOf(t)) {
+      // Already there: no redo step. The real directory may still lack turns (a daemon that
+      // stopped without applying): those are applied, as any offline command would.
+      const summary = s.pending() > 0 ? await applyStack(s, { force: opts.force, stack: s.meta.stack.slice(0, t - 1) }) : undefined
+      return { head: s.head, dropped: 0, mounted: false, summary }
+    }
     const dropped = s.meta.stack.length - t + 1
     const summary = await applyStack(s, { force: opts.force, stack: s.meta.stack.slice(0, t - 1), after: s.rewindChange(t) })
     return { head: s.head, dropped, mounted: false, summary }
@@ -313,6 +320,8 @@ export interface RestoreResult {
   paths: string[]
   mounted: boolean
   summary?: PlanSummary
+  /** Not mounted: the paths already were as at the start of TURN; nothing changed, not even the history. */
+  unchanged?: boolean
 }
 
 /**
@@ -329,7 +338,11 @@ export async function restore (turnSpec: string | number, paths: string[], opts:
     if (pending > 0) throw new CpfsError('PENDING', `${pending} turn${pending === 1 ? ' is' : 's are'} not applied to the real directory yet`, `run cpfs unmount ${loc.workspace} (it applies them) or mount the workspace, then restore`)
     if (opts.force) await keepDisplaced(s)
     const r = await s.prepareRestore(turnSpec, rel)
-    const summary = await runPlan(s, await viewOf(s, s.meta.applied), r.view, r.touched, { force: opts.force, targetStack: r.change.stack, after: r.change, preOps: r.preOps })
+    const expected = await viewOf(s, s.meta.applied)
+    // Nothing to put back: the history stays as it is too (no sealed head, redo kept).
+    if (planViews(expected, r.view, r.touched).ops.length === 0) return { turn: r.turn, paths: rel, mounted: false, unchanged: true }
+    const { change, preOps } = r.commit()
+    const summary = await runPlan(s, expected, r.view, r.touched, { force: opts.force, targetStack: change.stack, after: change, preOps })
     return { turn: r.turn, paths: rel, mounted: false, summary }
   })
 }

@@ -57,7 +57,7 @@ function cell (s: string, n: number): string {
 export function formatLog (turns: TurnInfo[]): string {
   const rows = turns.map(t => [
     (t.head ? '*' : ' ') + String(t.turn),
-    age(t.openedAt),
+    t.openedAt > 0 ? age(t.openedAt) : '-', // 0: a record without its time (offline restores wrote such, issue 19)
     `${t.files} path${t.files === 1 ? '' : 's'}`,
     t.insertions === undefined ? '' : `+${t.insertions} -${t.deletions}`,
     bytes(t.bytes),

@@ -138,6 +138,7 @@ const commands: Record<string, Command> = {
       const fast = await viaMount<{ head: number, dropped: number }>(pos, f, 'rewind', { turn: pos.TURN })
       const r = fast ? { ...fast, mounted: true, summary: undefined } : await showingProgress(Boolean(f.json), async () => (await lib()).rewind(pos.TURN!, { ...target(pos, f), force: Boolean(f.force) }))
       if (f.json) out(JSON.stringify(r))
+      else if (r.dropped === 0) out(`already at the start of turn ${r.head}: nothing to rewind${r.summary ? `; applied the turns the real directory lacked: ${formatSummary(r.summary)}` : ''}`)
       else out(`rewound to the start of turn ${r.head}${r.summary ? '; ' + formatSummary(r.summary) : ''}`)
       return 0
     }
@@ -176,8 +177,10 @@ const commands: Record<string, Command> = {
       dir ??= findWorkspaceOf(paths[0]) ?? undefined
       if (!dir) throw new CpfsError('NO_HISTORY', `${displayLine(rest[0])} is not inside a workspace with cpfs history`, 'run it inside a mounted workspace, or name the workspace as the last argument')
       const r = await showingProgress(Boolean(f.json), async () => (await lib()).restore(pos.TURN!, paths, { dir, store: f.store as string | undefined, force: Boolean(f.force) }))
+      const names = r.paths.map(p => displayLine(p.slice(1)) || '.').join(', ')
       if (f.json) out(JSON.stringify(r))
-      else out(`restored ${r.paths.map(p => displayLine(p.slice(1)) || '.').join(', ')} to the start of turn ${r.turn}${r.summary ? '; ' + formatSummary(r.summary) : ' (as a change in the head turn)'}`)
+      else if (r.unchanged) out(`nothing restored: ${names} ${r.paths.length === 1 ? 'is' : 'are'} already as at the start of turn ${r.turn} (nothing changed)`)
+      else out(`restored ${names} to the start of turn ${r.turn}${r.summary ? '; ' + formatSummary(r.summary) : ' (as a change in the head turn)'}`)
       return 0
     }
   },

@@ -103,9 +103,10 @@ export async function turnChanges (session: Session): Promise<Change[][]> {
  * count for both commands), else the paths its layer recorded (cheap: no file is read).
  */
 export async function logWithLines (session: Session, lines: boolean): Promise<TurnInfo[]> {
-  const turns = session.log()
-  if (!lines) return turns
+  if (!lines) return session.log()
   const all = await turnChanges(session)
+  // Bytes of the paths counted as changed only, so that the columns agree with each other.
+  const turns = session.log(all.map(changes => new Set(changes.flatMap(c => c.from === undefined ? [c.path] : [c.path, c.from]))))
   return turns.map((t, i) => ({
     ...t,
     files: all[i].length,
