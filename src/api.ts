@@ -135,7 +135,7 @@ async function openSession (loc: Location, create: boolean, dirFd: number): Prom
  * crash interrupted is finished first (or rolled back), except for commands that only read:
  * they must work whatever state the real directory is in, and change nothing.
  */
-async function offline<T> (loc: Location, fn: (s: Session) => Promise<T>, mode: 'write' | 'read' | 'discard' = 'write'): Promise<T> {
+async function offline<T> (loc: Location, fn: (s: Session, finished: boolean) => Promise<T>, mode: 'write' | 'read' | 'discard' = 'write'): Promise<T> {
   if (loc.stale || isMounted(loc.workspace)) {
     throw new CpfsError('STALE_MOUNT', `the cpfs daemon for ${loc.workspace} is not running but its mount is still there`, `run cpfs mount ${loc.workspace} to recover it, or cpfs unmount ${loc.workspace}`)
   }
@@ -156,7 +156,7 @@ async function offline<T> (loc: Location, fn: (s: Session) => Promise<T>, mode: 
     if (finished) {
       process.stderr.write(`cpfs: finished a plan that was interrupted: the real directory now holds the new view (${finished.ops} operations, ${finished.verified} paths verified)\n`)
     }
-    return await fn(session)
+    return await fn(session, finished !== null)
   } finally {
     await session.close()
     fs.closeSync(dirFd)
@@ -253,20 +253,40 @@ export interface UnmountResult {
   summary: PlanSummary | null
   /** With --discard: turns set aside (cpfs redo brings them back until the next write). */
   discarded?: number
+  /**
+   * Set when no daemon served the workspace: 'stale' (a mount whose daemon was gone, now
+   * removed) or 'offline' (not mounted). The pending turns (a daemon stopped without applying)
+   * were then applied, or set aside with --discard; `pending` says how many.
+   */
+  notMounted?: 'stale' | 'offline'
+  pending?: number
 }
 
-/** Flush, unmount, then apply the head view to the real directory (verified) unless discard. */
+/**
+ * Flush, unmount, then apply the head view to the real directory (verified) unless discard.
+ * Not mounted: the turns a stopped daemon left unapplied are applied (or set aside); with none,
+ * and no interrupted plan to finish, there is nothing to do and it says so (NOT_MOUNTED).
+ */
 export async function unmount (opts: Target & { discard?: boolean, force?: boolean } = {}): Promise<UnmountResult> {
   const loc = where(opts)
   if (await daemonUp(loc)) {
     return await callDaemon(loc, { cmd: 'unmount', args: { discard: Boolean(opts.discard), force: Boolean(opts.force) } }) as UnmountResult
   }
-  if (loc.stale || isMounted(loc.workspace)) await unmountPath(loc.workspace, true)
+  const stale = loc.stale || isMounted(loc.workspace)
+  if (stale) await unmountPath(loc.workspace, true)
   const fresh = where(opts)
-  return await offline(fresh, async (s) => {
-    if (opts.discard) return { applied: false, summary: null, discarded: await s.discard() }
+  if (!stale && !fs.existsSync(join(fresh.store, 'db'))) {
+    throw new CpfsError('NOT_MOUNTED', `${fresh.workspace} is not mounted, and has no cpfs history`, `cpfs mount ${fresh.workspace} mounts it`)
+  }
+  return await offline(fresh, async (s, finished) => {
+    const pending = s.pending()
+    const notMounted = stale ? 'stale' as const : 'offline' as const
+    if (!stale && pending === 0 && !finished) {
+      throw new CpfsError('NOT_MOUNTED', `${fresh.workspace} is not mounted, and the real directory already holds every turn: nothing to apply`, `cpfs mount ${fresh.workspace} mounts it; cpfs status shows its history`)
+    }
+    if (opts.discard) return { applied: false, summary: null, discarded: await s.discard(), notMounted, pending }
     if (opts.force) await keepDisplaced(s)
-    return { applied: true, summary: await applyStack(s, { force: opts.force }) }
+    return { applied: true, summary: await applyStack(s, { force: opts.force }), notMounted, pending }
   }, opts.discard ? 'discard' : 'write')
 }
 
@@ -278,8 +298,12 @@ export async function unmount (opts: Target & { discard?: boolean, force?: boole
 export async function turn (opts: Target & TurnOptions = {}): Promise<number> {
   const loc = where(opts)
   const labels: TurnOptions = { message: opts.message, prompt: opts.prompt, id: opts.id }
-  const r = await viaDaemonOr(loc, 'turn', { ...labels }, async (s) => ({ head: await s.turn(labels) }))
-  return r.head
+  if (await daemonUp(loc)) return (await callDaemon(loc, { cmd: 'turn', args: { ...labels } }) as { head: number }).head
+  // Not mounted, nothing can change: a turn would only be an empty one in the history.
+  if (loc.stale || isMounted(loc.workspace)) {
+    throw new CpfsError('STALE_MOUNT', `the cpfs daemon for ${loc.workspace} is not running but its mount is still there`, `run cpfs mount ${loc.workspace} to recover it, then cpfs turn`)
+  }
+  throw new CpfsError('NOT_MOUNTED', `${loc.workspace} is not mounted: a turn checkpoints work done in the mount, and none can be done now; no turn was added`, `run cpfs mount ${loc.workspace} first`)
 }
 
 /** The turns; with `lines`, also the lines each added and removed (reads changed text files). */
