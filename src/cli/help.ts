@@ -122,8 +122,10 @@ Example:  cpfs undo && cpfs redo`,
   hook: `Usage: cpfs hook claude-code [DIR] [--context]
 
 Claude Code's UserPromptSubmit hook: reads the hook's JSON on stdin and opens a new turn for
-a prompt the user typed, with its prompt_id as the id (else <session>:<n>, the n-th prompt
-of that session) and its first line as the turn's prompt. Other events and prompts not from
+a prompt the user typed, with its prompt_id as the id (else <session>:<n>: the first 8
+characters of session_id, and n counting that session's prompts from 1 — never given twice,
+also after a rewind) and its first line as the turn's prompt. Input that is not JSON is
+reported as such. Other events and prompts not from
 the user are ignored. Never blocks a prompt: whatever the input or the daemon does, it exits
 0 within seconds, with at most one line on stderr and nothing on stdout — unless --context,
 which prints the documented additionalContext JSON telling the model the turn's id.

@@ -244,6 +244,7 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
       case 'reset-stats': ch.stats = newStats(); return null
       case 'turn': return { head: await session.turn({ message: a.message as string | undefined, prompt: a.prompt as string | undefined, id: a.id as string | undefined }) }
       case 'log': return await logWithLines(session, Boolean(a.lines))
+      case 'ids': return await session.store.turnIds()
       case 'rewind': return await withInvalidation(() => session.rewind(a.turn as string))
       case 'undo': return await withInvalidation(() => session.undo())
       case 'redo': return await withInvalidation(() => session.redo())
