@@ -12,7 +12,7 @@ import type { ReadyInfo } from './daemon/daemon.js'
 import { runDaemon } from './daemon/daemon.js'
 import { checkFuse, unmountPath } from './fuse/mount.js'
 import { applyStack, recover, runPlan, setAsidePlan, viewOf, type PlanSummary } from './plans/run.js'
-import { diffTurns, logWithLines, previewRewind, type RewindPreview } from './plans/preview.js'
+import { cutPaths, diffTurns, logWithLines, previewRewind, type RewindPreview } from './plans/preview.js'
 import { planViews } from './plans/planner.js'
 import type { Change } from './plans/changes.js'
 import { Session, type TurnInfo, type TurnOptions } from './session/session.js'
@@ -306,11 +306,19 @@ export async function turn (opts: Target & TurnOptions = {}): Promise<number> {
   throw new CpfsError('NOT_MOUNTED', `${loc.workspace} is not mounted: a turn checkpoints work done in the mount, and none can be done now; no turn was added`, `run cpfs mount ${loc.workspace} first`)
 }
 
-/** The turns; with `lines`, also the lines each added and removed (reads changed text files). */
-export async function log (opts: Target & { lines?: boolean } = {}): Promise<TurnInfo[]> {
+/**
+ * The turns; with `lines`, also the lines each added and removed (reads changed text files).
+ * `paths`: list at most that many of each turn's paths (`files` still counts them all), so
+ * that a turn of 20,000 paths is not sent whole to a caller that shows five.
+ */
+export async function log (opts: Target & { lines?: boolean, paths?: number } = {}): Promise<TurnInfo[]> {
   const loc = where(opts)
-  return await viaDaemonOr(loc, 'log', { lines: Boolean(opts.lines) }, async (s) => await logWithLines(s, Boolean(opts.lines)), 'read')
+  const args: Record<string, unknown> = { lines: Boolean(opts.lines) }
+  if (opts.paths !== undefined) args.paths = opts.paths
+  const turns = await viaDaemonOr(loc, 'log', args, async (s) => cutPaths(await logWithLines(s, Boolean(opts.lines)), opts.paths), 'read')
+  return cutPaths(turns, opts.paths) // a daemon older than this library sends every path
 }
+
 
 
 export interface RewindResult {

@@ -114,3 +114,9 @@ export async function logWithLines (session: Session, lines: boolean): Promise<T
     ...totals(all[i])
   }))
 }
+
+/** Keep at most `paths` of each turn's listed paths (`files` still counts them all). */
+export function cutPaths (turns: TurnInfo[], paths: number | undefined): TurnInfo[] {
+  if (paths !== undefined) for (const t of turns) if (t.changes.length > paths) t.changes = t.changes.slice(0, paths)
+  return turns
+}
