@@ -11,12 +11,13 @@ import { callDaemon, explainTimeout, statusFromDaemon, workspacePaths } from './
 import type { ReadyInfo } from './daemon/daemon.js'
 import { runDaemon } from './daemon/daemon.js'
 import { checkFuse, unmountPath } from './fuse/mount.js'
-import { applyStack, recover, runPlan, setAsidePlan, viewOf, type PlanSummary } from './plans/run.js'
+import { applyStack, findDrift, recover, runPlan, setAsidePlan, viewOf, type PlanSummary } from './plans/run.js'
 import { cutPaths, diffTurns, logWithLines, previewRewind, type RewindPreview } from './plans/preview.js'
 import { planViews } from './plans/planner.js'
 import type { Change } from './plans/changes.js'
 import { Session, type TurnInfo, type TurnOptions } from './session/session.js'
 import { JOURNAL_KEY } from './store/keys.js'
+import { isInoKey } from './store/entries.js'
 import { checkStoreOutside, dirBytes, isMounted, locate, register, workspaceDir, type Location } from './store/locate.js'
 import { checkDest, forkView } from './plans/fork.js'
 import { absorbOutsideChanges } from './plans/absorb.js'
@@ -371,8 +372,13 @@ export async function restore (turnSpec: string | number, paths: string[], opts:
     if (opts.force) await keepDisplaced(s)
     const r = await s.prepareRestore(turnSpec, rel)
     const expected = await viewOf(s, s.meta.applied)
-    // Nothing to put back: the history stays as it is too (no sealed head, redo kept).
-    if (planViews(expected, r.view, r.touched).ops.length === 0) return { turn: r.turn, paths: rel, mounted: false, unchanged: true }
+    // Nothing to put back: the history stays as it is too (no sealed head, redo kept) — unless
+    // the real paths were changed outside cpfs, which a plan with operations would refuse too.
+    if (planViews(expected, r.view, r.touched).ops.length === 0) {
+      const drifted = findDrift(s, expected, [...r.touched].filter(p => !isInoKey(p)).map(path => ({ op: 'mkdir' as const, path })))
+      if (drifted.length) throw new CpfsError('DRIFT', `the real directory changed outside cpfs: ${drifted.slice(0, 5).join(', ')}${drifted.length > 5 ? ` and ${drifted.length - 5} more` : ''}`, 'inspect those paths, then run again with --force to replace them (their current content is kept in the store)')
+      return { turn: r.turn, paths: rel, mounted: false, unchanged: true }
+    }
     const { change, preOps } = r.commit()
     const summary = await runPlan(s, expected, r.view, r.touched, { force: opts.force, targetStack: change.stack, after: change, preOps })
     return { turn: r.turn, paths: rel, mounted: false, summary }

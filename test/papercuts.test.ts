@@ -37,6 +37,14 @@ if (fuseAvailable(t)) {
     t.same(status(w), before.status, 'redo is kept')
     w.run('cpfs redo >/dev/null')
     t.equal(w.run('cat b.txt'), 'b\n', 'and redo still brings b.txt back')
+    // The history says a.txt is as at turn 2, but the real file was edited outside cpfs since.
+    w.run('echo edited > a.txt')
+    const drift = w.sh('cpfs restore 2 a.txt')
+    t.equal(drift.code, 1, 'a path changed outside cpfs is not "already as at turn 2"')
+    t.match(drift.stderr, /^cpfs: the real directory changed outside cpfs: a\.txt .*--force/m, 'it refuses as a plan would')
+    t.equal(w.run('cat a.txt'), 'edited\n', 'changing nothing')
+    w.run('cpfs restore 2 a.txt --force >/dev/null')
+    t.equal(w.run('cat a.txt'), 'changed\n', '--force restores it (the edit is kept in the history)')
   })
 
   t.test('a turn never shows "openedAt 0" / "20792d ago": an offline restore keeps the head\'s time and labels', async t => {
