@@ -139,6 +139,8 @@ Serve the Model Context Protocol on stdin/stdout for the workspace DIR (default 
 tools list_turns, status, checkpoint, show_diff, rewind_dry_run, rewind and redo. Turns may
 be numbers or strings; each tool is annotated (readOnlyHint, destructiveHint), and the
 read-only ones never change anything (an interrupted plan is reported, not finished).
+Answers are JSON of at most 20,000 characters (max_chars changes it): summaries and pages,
+paths workspace-relative without a leading "/"; an unknown argument is refused.
 
 Example (an MCP client's configuration):
   { "mcpServers": { "cpfs": { "command": "cpfs", "args": ["mcp", "/path/to/workspace"] } } }`,
