@@ -12,11 +12,13 @@ import { callDaemon, explainTimeout, statusFromDaemon, workspacePaths } from './
 import type { ReadyInfo } from './daemon/daemon.js'
 import { runDaemon } from './daemon/daemon.js'
 import { checkFuse, unmountPath } from './fuse/mount.js'
-import { applyStack, recover, runPlan, setAsidePlan, viewOf, type PlanSummary } from './plans/run.js'
-import { diffTurns, logWithLines, previewRewind, type RewindPreview } from './plans/preview.js'
+import { applyStack, findDrift, recover, runPlan, setAsidePlan, viewOf, type PlanSummary } from './plans/run.js'
+import { cutPaths, diffTurns, logWithLines, previewRewind, type RewindPreview } from './plans/preview.js'
+import { planViews } from './plans/planner.js'
 import type { Change } from './plans/changes.js'
 import { Session, type TurnInfo, type TurnOptions } from './session/session.js'
 import { JOURNAL_KEY } from './store/keys.js'
+import { isInoKey } from './store/entries.js'
 import { checkStoreOutside, dirBytes, isMounted, locate, register, workspaceDir, type Location } from './store/locate.js'
 import { checkDest, forkView } from './plans/fork.js'
 import { absorbOutsideChanges } from './plans/absorb.js'
@@ -136,7 +138,7 @@ async function openSession (loc: Location, create: boolean, dirFd: number): Prom
  * crash interrupted is finished first (or rolled back), except for commands that only read:
  * they must work whatever state the real directory is in, and change nothing.
  */
-async function offline<T> (loc: Location, fn: (s: Session) => Promise<T>, mode: 'write' | 'read' | 'discard' = 'write'): Promise<T> {
+async function offline<T> (loc: Location, fn: (s: Session, finished: boolean) => Promise<T>, mode: 'write' | 'read' | 'discard' = 'write'): Promise<T> {
   if (loc.stale || isMounted(loc.workspace)) {
     throw new CpfsError('STALE_MOUNT', `the cpfs daemon for ${loc.workspace} is not running but its mount is still there`, `run cpfs mount ${loc.workspace} to recover it, or cpfs unmount ${loc.workspace}`)
   }
@@ -157,7 +159,7 @@ async function offline<T> (loc: Location, fn: (s: Session) => Promise<T>, mode: 
     if (finished) {
       process.stderr.write(`cpfs: finished a plan that was interrupted: the real directory now holds the new view (${finished.ops} operations, ${finished.verified} paths verified)\n`)
     }
-    return await fn(session)
+    return await fn(session, finished !== null)
   } finally {
     await session.close()
     fs.closeSync(dirFd)
@@ -280,21 +282,41 @@ export interface UnmountResult {
   summary: PlanSummary | null
   /** With --discard: turns set aside (cpfs redo brings them back until the next write). */
   discarded?: number
+  /**
+   * Set when no daemon served the workspace: 'stale' (a mount whose daemon was gone, now
+   * removed) or 'offline' (not mounted). The pending turns (a daemon stopped without applying)
+   * were then applied, or set aside with --discard; `pending` says how many.
+   */
+  notMounted?: 'stale' | 'offline'
+  pending?: number
 }
 
-/** Flush, unmount, then apply the head view to the real directory (verified) unless discard. */
+/**
+ * Flush, unmount, then apply the head view to the real directory (verified) unless discard.
+ * Not mounted: the turns a stopped daemon left unapplied are applied (or set aside); with none,
+ * and no interrupted plan to finish, there is nothing to do and it says so (NOT_MOUNTED).
+ */
 export async function unmount (opts: Target & { discard?: boolean, force?: boolean } = {}): Promise<UnmountResult> {
   const loc = where(opts)
   if (await daemonUp(loc)) {
     return await callDaemon(loc, { cmd: 'unmount', args: { discard: Boolean(opts.discard), force: Boolean(opts.force) } }) as UnmountResult
   }
-  if (loc.stale || isMounted(loc.workspace)) await unmountPath(loc.workspace, true)
+  const stale = loc.stale || isMounted(loc.workspace)
+  if (stale) await unmountPath(loc.workspace, true)
   const fresh = where(opts)
-  return await offline(fresh, async (s) => {
-    if (opts.discard) return { applied: false, summary: null, discarded: await s.discard() }
+  if (!stale && !fs.existsSync(join(fresh.store, 'db'))) {
+    throw new CpfsError('NOT_MOUNTED', `${fresh.workspace} is not mounted, and has no cpfs history`, `cpfs mount ${fresh.workspace} mounts it`)
+  }
+  return await offline(fresh, async (s, finished) => {
+    const pending = s.pending()
+    const notMounted = stale ? 'stale' as const : 'offline' as const
+    if (!stale && pending === 0 && !finished) {
+      throw new CpfsError('NOT_MOUNTED', `${fresh.workspace} is not mounted, and the real directory already holds every turn: nothing to apply`, `cpfs mount ${fresh.workspace} mounts it; cpfs status shows its history`)
+    }
+    if (opts.discard) return { applied: false, summary: null, discarded: await s.discard(), notMounted, pending }
     if (opts.force) await keepDisplaced(s)
-    else if (s.pending() > 0) await keepRefreshed(s) // nothing pending: no plan to make way for
-    return { applied: true, summary: await applyStack(s, { force: opts.force }) }
+    else if (pending > 0) await keepRefreshed(s) // nothing pending: no plan to make way for
+    return { applied: true, summary: await applyStack(s, { force: opts.force }), notMounted, pending }
   }, opts.discard ? 'discard' : 'write')
 }
 
@@ -306,15 +328,27 @@ export async function unmount (opts: Target & { discard?: boolean, force?: boole
 export async function turn (opts: Target & TurnOptions = {}): Promise<number> {
   const loc = where(opts)
   const labels: TurnOptions = { message: opts.message, prompt: opts.prompt, id: opts.id }
-  const r = await viaDaemonOr(loc, 'turn', { ...labels }, async (s) => ({ head: await s.turn(labels) }))
-  return r.head
+  if (await daemonUp(loc)) return (await callDaemon(loc, { cmd: 'turn', args: { ...labels } }) as { head: number }).head
+  // Not mounted, nothing can change: a turn would only be an empty one in the history.
+  if (loc.stale || isMounted(loc.workspace)) {
+    throw new CpfsError('STALE_MOUNT', `the cpfs daemon for ${loc.workspace} is not running but its mount is still there`, `run cpfs mount ${loc.workspace} to recover it, then cpfs turn`)
+  }
+  throw new CpfsError('NOT_MOUNTED', `${loc.workspace} is not mounted: a turn checkpoints work done in the mount, and none can be done now; no turn was added`, `run cpfs mount ${loc.workspace} first`)
 }
 
-/** The turns; with `lines`, also the lines each added and removed (reads changed text files). */
-export async function log (opts: Target & { lines?: boolean } = {}): Promise<TurnInfo[]> {
+/**
+ * The turns; with `lines`, also the lines each added and removed (reads changed text files).
+ * `paths`: list at most that many of each turn's paths (`files` still counts them all), so
+ * that a turn of 20,000 paths is not sent whole to a caller that shows five.
+ */
+export async function log (opts: Target & { lines?: boolean, paths?: number } = {}): Promise<TurnInfo[]> {
   const loc = where(opts)
-  return await viaDaemonOr(loc, 'log', { lines: Boolean(opts.lines) }, async (s) => await logWithLines(s, Boolean(opts.lines)), 'read')
+  const args: Record<string, unknown> = { lines: Boolean(opts.lines) }
+  if (opts.paths !== undefined) args.paths = opts.paths
+  const turns = await viaDaemonOr(loc, 'log', args, async (s) => cutPaths(await logWithLines(s, Boolean(opts.lines)), opts.paths), 'read')
+  return cutPaths(turns, opts.paths) // a daemon older than this library sends every path
 }
+
 
 
 export interface RewindResult {
@@ -329,7 +363,16 @@ export async function rewind (turnSpec: string | number, opts: Target & { force?
   const loc = where(opts)
   if (await daemonUp(loc)) return { ...await callDaemon(loc, { cmd: 'rewind', args: { turn: String(turnSpec) } }) as any, mounted: true }
   return await offline(loc, async (s) => {
-    const t = await keepBefore(s, s.resolveTurn(turnSpec), opts.force)
+    const asked = s.resolveTurn(turnSpec)
+    if (s.atStartOf(asked)) {
+      // Already there: no redo step. The real directory may still lack turns (a daemon that
+      // stopped without applying): those are applied, as any offline command would.
+      if (opts.force) await keepDisplaced(s)
+      const t = s.resolveTurn(turnSpec)
+      const summary = s.pending() > 0 ? await applyStack(s, { force: opts.force, stack: s.meta.stack.slice(0, t - 1) }) : undefined
+      return { head: s.head, dropped: 0, mounted: false, summary }
+    }
+    const t = await keepBefore(s, asked, opts.force)
     const dropped = s.meta.stack.length - t + 1
     const summary = await applyStack(s, { force: opts.force, stack: s.meta.stack.slice(0, t - 1), after: s.rewindChange(t) })
     return { head: s.head, dropped, mounted: false, summary }
@@ -341,6 +384,8 @@ export interface RestoreResult {
   paths: string[]
   mounted: boolean
   summary?: PlanSummary
+  /** Not mounted: the paths already were as at the start of TURN; nothing changed, not even the history. */
+  unchanged?: boolean
 }
 
 /**
@@ -358,7 +403,16 @@ export async function restore (turnSpec: string | number, paths: string[], opts:
     if (opts.force) await keepDisplaced(s)
     else await keepRefreshed(s)
     const r = await s.prepareRestore(turnSpec, rel)
-    const summary = await runPlan(s, await viewOf(s, s.meta.applied), r.view, r.touched, { force: opts.force, targetStack: r.change.stack, after: r.change, preOps: r.preOps })
+    const expected = await viewOf(s, s.meta.applied)
+    // Nothing to put back: the history stays as it is too (no sealed head, redo kept) — unless
+    // the real paths were changed outside cpfs, which a plan with operations would refuse too.
+    if (planViews(expected, r.view, r.touched).ops.length === 0) {
+      const drifted = findDrift(s, expected, [...r.touched].filter(p => !isInoKey(p)).map(path => ({ op: 'mkdir' as const, path })))
+      if (drifted.length) throw new CpfsError('DRIFT', `the real directory changed outside cpfs: ${drifted.slice(0, 5).join(', ')}${drifted.length > 5 ? ` and ${drifted.length - 5} more` : ''}`, 'inspect those paths, then run again with --force to replace them (their current content is kept in the store)')
+      return { turn: r.turn, paths: rel, mounted: false, unchanged: true }
+    }
+    const { change, preOps } = r.commit()
+    const summary = await runPlan(s, expected, r.view, r.touched, { force: opts.force, targetStack: change.stack, after: change, preOps })
     return { turn: r.turn, paths: rel, mounted: false, summary }
   })
 }

@@ -3,7 +3,13 @@
 // hook_event_name, prompt_id?, ...}) before it handles each prompt; `cpfs hook claude-code`
 // turns that into
 //   cpfs turn --id <prompt_id, or session:n> --prompt <first line of the prompt>
-// so `cpfs rewind <id>` goes back to just before that prompt.
+// so `cpfs rewind <id>` goes back to just before that prompt. `session` is the first 8
+// characters of session_id (short enough to type; a UUID's first 8 are enough to tell
+// sessions apart), `n` counts that session's prompts in this workspace from 1: one more than
+// the highest n the store has given the session, also to turns rewound away since, so that an
+// id never names a second prompt (counting the turns left in the history gave the 4th prompt
+// after `cpfs rewind <session>:2` the id <session>:3).
+// Input that is not JSON at all is reported as such; empty input as no input.
 // A hook must never block the user's prompt: whatever the input (null, wrong types, garbage,
 // another event), whatever the daemon does (stopped, gone, slow), it exits 0 with at most one
 // line on stderr and nothing on stdout (Claude Code adds a hook's stdout to the model's
@@ -46,8 +52,18 @@ function firstLine (prompt: string): string {
   return line.length > 72 ? line.slice(0, 71) + '…' : line
 }
 
-/** The id for this prompt: its prompt_id when it makes a valid id, else <session>:<n>; made unique. */
-export function turnLabel (input: PromptHookInput, turns: Array<{ id: string | null }>): { id: string, prompt: string } {
+/** The session part of a generated id: the first 8 characters of session_id that an id may hold. */
+export function sessionPart (sessionId: unknown): string {
+  let session = typeof sessionId === 'string' ? sessionId.replace(/[^A-Za-z0-9._-]/g, '').slice(0, 8) : ''
+  if (session === '' || /^\d+$/.test(session)) session = 'session' + session
+  return session
+}
+
+/**
+ * The id for this prompt: its prompt_id when it makes a valid id, else <session>:<n> with n
+ * one past the highest n among `used` (every id the store holds) and the turns; made unique.
+ */
+export function turnLabel (input: PromptHookInput, turns: Array<{ id: string | null }>, used: string[] = []): { id: string, prompt: string } {
   const taken = new Set(turns.map(t => t.id).filter((x): x is string => x !== null))
   let id: string | null = null
   if (typeof input.prompt_id === 'string' || typeof input.prompt_id === 'number') {
@@ -56,15 +72,28 @@ export function turnLabel (input: PromptHookInput, turns: Array<{ id: string | n
     } catch {}
   }
   if (id === null) {
-    let session = typeof input.session_id === 'string' ? input.session_id.replace(/[^A-Za-z0-9._-]/g, '').slice(0, 8) : ''
-    if (session === '' || /^\d+$/.test(session)) session = 'session' + session
-    let n = turns.filter(t => t.id?.startsWith(session + ':')).length + 1
+    const session = sessionPart(input.session_id)
+    let n = 1
+    for (const x of [...used, ...taken]) {
+      const m = x.startsWith(session + ':') ? /^(\d+)(~\d+)?$/.exec(x.slice(session.length + 1)) : null
+      if (m) n = Math.max(n, Number(m[1]) + 1)
+    }
     while (taken.has(`${session}:${n}`)) n++
     id = `${session}:${n}`
   }
   let unique = id
   for (let k = 2; taken.has(unique); k++) unique = `${id}~${k}`
   return { id: unique, prompt: firstLine(typeof input.prompt === 'string' ? input.prompt : '') }
+}
+
+/** Every id the store holds (a daemon older than this hook answers BAD_REQUEST: then none). */
+async function usedIds (socket: string): Promise<string[]> {
+  try {
+    return await call(socket, { cmd: 'ids' }, { timeoutMs: CALL_TIMEOUT_MS }) as string[]
+  } catch (err) {
+    if (isCpfsError(err) && err.code === 'BAD_REQUEST') return []
+    throw err
+  }
 }
 
 async function readStdin (): Promise<string> {
@@ -114,11 +143,15 @@ export async function claudeCodeHook (opts: HookOptions = {}): Promise<string | 
 
 async function run (opts: HookOptions, say: (s: string) => void): Promise<string | null> {
   const raw = await readStdin()
+  if (raw.trim() === '') {
+    say('cpfs hook: no hook JSON on stdin; nothing done')
+    return null
+  }
   let input: unknown
   try {
     input = JSON.parse(raw)
   } catch {
-    say('cpfs hook: no hook JSON on stdin; nothing done')
+    say(`cpfs hook: the hook input is not JSON (it starts "${displayLine(raw.trim().slice(0, 20))}"); nothing done`)
     return null
   }
   const why = notAPrompt(input)
@@ -135,7 +168,7 @@ async function run (opts: HookOptions, say: (s: string) => void): Promise<string
   }
   const loc = locateMounted(workspace)
   const turns = await call(loc.socket, { cmd: 'log', args: { lines: false } }, { timeoutMs: CALL_TIMEOUT_MS }) as TurnInfo[]
-  const label = turnLabel(i, turns)
+  const label = turnLabel(i, turns, await usedIds(loc.socket))
   const head = turns.at(-1)
   const same = head && head.id !== null && head.id === label.id.replace(/~\d+$/, '') && head.files === 0
   if (same) {

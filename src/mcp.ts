@@ -1,6 +1,8 @@
 // `cpfs mcp`: a Model Context Protocol server on stdio, so that an agent can checkpoint and
-// undo its own work. Each tool is a thin call into the library; errors come back as tool
-// errors carrying the same one-line message the CLI prints. Every tool says what it does to the
+// undo its own work. Each tool is a thin call into the library, its answer shaped to fit an
+// agent's context (src/mcp-answers.ts: summaries, pages, at most 20,000 characters by
+// default, workspace-relative paths); errors come back as tool errors carrying the same
+// one-line message the CLI prints, and an unknown argument is one of them. Every tool says what it does to the
 // workspace (annotations): the read-only ones (list_turns, show_diff, rewind_dry_run, status)
 // never change anything — not even finishing a plan a crash interrupted, which they report
 // instead. Turns may be given as numbers or strings (models send both).
@@ -8,28 +10,50 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js'
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js'
 import { z } from 'zod'
 import * as api from './api.js'
+import { isAbsolute, resolve } from 'node:path'
 import { CpfsError, isCpfsError } from './errors.js'
+import { LIMIT_CHARS, MAX_CHARS, MIN_CHARS, bounded, diffPage, previewPage, rel, summaryOut, turnsPage } from './mcp-answers.js'
 
 type ToolResult = { content: Array<{ type: 'text', text: string }>, isError?: boolean }
 
-async function answer (fn: () => Promise<unknown>, notes: () => Promise<string[]> = async () => []): Promise<ToolResult> {
+async function answer (max: number, fn: () => Promise<unknown>, notes: () => Promise<string[]> = async () => []): Promise<ToolResult> {
   try {
     const value = await fn()
-    const content: ToolResult['content'] = [{ type: 'text', text: typeof value === 'string' ? value : JSON.stringify(value, null, 2) }]
-    for (const n of await notes()) content.push({ type: 'text', text: n })
+    const extra = await notes()
+    const text = typeof value === 'string' ? value : JSON.stringify(value)
+    const content: ToolResult['content'] = [{ type: 'text', text: bounded(text, max - extra.reduce((n, x) => n + x.length, 0)) }]
+    for (const n of extra) content.push({ type: 'text', text: n })
     return { content }
   } catch (err) {
     const e = isCpfsError(err) ? err : new CpfsError('INTERNAL', String((err as Error)?.message ?? err))
-    return { content: [{ type: 'text', text: e.line() }], isError: true }
+    return { content: [{ type: 'text', text: bounded(e.line(), max) }], isError: true }
   }
 }
 
 const READ_ONLY = { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false }
+const BOUND = `The answer is JSON of at most ${MAX_CHARS.toLocaleString('en')} characters (max_chars changes it, ${MIN_CHARS.toLocaleString('en')} to ${LIMIT_CHARS.toLocaleString('en')}); paths are workspace-relative, without a leading "/" ("." is the workspace).`
+
+/**
+ * The input schema of a tool: its arguments, and nothing else. An unknown argument (a typo, an
+ * argument of another tool) is refused with a message naming it and the ones the tool takes,
+ * instead of being dropped without a word.
+ */
+function args<T extends z.ZodRawShape> (tool: string, shape: T) {
+  const names = Object.keys(shape)
+  return z.object(shape, {
+    errorMap: (issue, ctx) => issue.code === 'unrecognized_keys'
+      ? { message: `unknown argument${issue.keys.length === 1 ? '' : 's'} ${issue.keys.map(k => JSON.stringify(k)).join(', ')}: ${tool} takes ${names.length ? names.join(', ') : 'no arguments'}` }
+      : { message: ctx.defaultError }
+  }).strict()
+}
+
+const maxChars = z.number().int().min(MIN_CHARS).max(LIMIT_CHARS).optional().describe(`the most characters the answer may have (default ${MAX_CHARS})`)
+const offsetArg = z.number().int().min(0).optional().describe('where the page starts in the list (0 = the first; an answer that stops early gives next_offset)')
 
 export function createMcpServer (target: api.Target): McpServer {
   const server = new McpServer({ name: 'cpfs', version: '0.1.0' })
-  const turnArg = z.union([z.number().int(), z.string()]).describe('a turn number (1, 2, ...), or the external id given to cpfs turn --id')
-  const rangeArg = z.union([z.number().int(), z.string()]).describe('a turn number or id, or a range "A..B"')
+  const turnArg = z.union([z.number().int(), z.string()]).describe('a turn number (1, 2, ...), -N counted back from the head (-1 is the head turn), or the external id given to cpfs turn --id')
+  const rangeArg = z.union([z.number().int(), z.string()]).describe('a turn number or id, -N counted back from the head, or a range "A..B"')
 
   /** A plan interrupted by a crash: read-only tools leave it alone and say so. */
   const pendingPlan = async (): Promise<string[]> => {
@@ -41,71 +65,110 @@ export function createMcpServer (target: api.Target): McpServer {
     }
   }
 
+  /** Workspace-relative paths as given; an absolute path must be inside the workspace. */
+  const workspaceArgs = (paths: string[] | undefined): string[] | undefined => {
+    if (!paths) return undefined
+    const ws = resolve(target.dir ?? '.')
+    return paths.map(p => {
+      if (!isAbsolute(p)) return p
+      if (p === ws || p.startsWith(ws + '/')) return p
+      throw new CpfsError('PATH_OUTSIDE', `${p} is not inside the workspace ${ws}`, 'paths are workspace-relative, without a leading "/", as the tools list them: e.g. src/a.txt')
+    })
+  }
+
   server.registerTool('list_turns', {
     title: 'List checkpoints',
-    description: 'The turns (checkpoints) of this workspace: number, time, prompt (what it was opened for), message (what it did), external id, the paths each changed and +/- lines (counted as show_diff counts them). Changes nothing.',
-    inputSchema: {},
+    description: `The turns (checkpoints) of this workspace, newest last: number, id, prompt (what it was opened for), message (what it did), when it was opened, how many paths (files) and bytes it changed, and its first paths. By default the newest 20 turns and 5 paths each; from_turn/to_turn and limit page through the rest, paths_per_turn lists more; lines=true adds +/- line counts as show_diff counts them (reads the changed files: slower on big turns). ${BOUND} Changes nothing.`,
+    inputSchema: args('list_turns', {
+      from_turn: z.number().int().min(1).optional().describe('the first turn to list'),
+      to_turn: z.number().int().min(1).optional().describe('the last turn to list (default: the head)'),
+      limit: z.number().int().min(1).max(200).optional().describe('how many turns (default 20)'),
+      paths_per_turn: z.number().int().min(0).max(200).optional().describe('how many paths of each turn to list (default 5)'),
+      lines: z.boolean().optional().describe('count +/- lines of text files (slower)'),
+      max_chars: maxChars
+    }),
     annotations: { title: 'List checkpoints', ...READ_ONLY }
-  }, async () => answer(() => api.log({ ...target, lines: true }), pendingPlan))
+  }, async (a) => answer(a.max_chars ?? MAX_CHARS, async () => {
+    const perTurn = a.paths_per_turn ?? 5
+    const turns = await api.log({ ...target, lines: Boolean(a.lines), paths: perTurn })
+    return turnsPage(turns, { from: a.from_turn, to: a.to_turn, limit: a.limit ?? 20, pathsPerTurn: perTurn, max: (a.max_chars ?? MAX_CHARS) - 500 })
+  }, pendingPlan))
 
   server.registerTool('status', {
     title: 'Workspace status',
-    description: 'Whether the workspace is mounted, the head turn, the number of turns, turns not yet applied to the real directory, redo steps, and whether a plan was interrupted. Changes nothing.',
-    inputSchema: {},
+    description: `Whether the workspace is mounted, the head turn, the number of turns, turns not yet applied to the real directory, redo steps, and whether a plan was interrupted. ${BOUND} Changes nothing.`,
+    inputSchema: args('status', {}),
     annotations: { title: 'Workspace status', ...READ_ONLY }
-  }, async () => answer(async () => {
+  }, async () => answer(MAX_CHARS, async () => {
     const s = await api.status(target)
     delete s.ops
-    return s
+    const skipped = s.skipped
+    return { ...s, skipped: skipped.slice(0, 20).map(rel), ...(skipped.length > 20 ? { skippedCount: skipped.length } : {}) }
   }))
 
   server.registerTool('checkpoint', {
     title: 'Start a new turn',
-    description: 'Seal the current turn and start the next one; later changes can be undone back to this point. "message" describes the work of the turn being sealed; "prompt" and "id" label the turn being started.',
-    inputSchema: {
+    description: 'Seal the current turn and start the next one; later changes can be undone back to this point. "message" describes the work of the turn being sealed; "prompt" and "id" label the turn being started. Answers {"head": N}.',
+    inputSchema: args('checkpoint', {
       message: z.string().optional().describe('what the turn being sealed did'),
       prompt: z.string().optional().describe('what the next turn is for'),
       id: z.string().optional().describe('an id for the next turn, to rewind to later (unique; not a number)')
-    },
+    }),
     annotations: { title: 'Start a new turn', readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false }
-  }, async ({ message, prompt, id }) => answer(async () => ({ head: await api.turn({ ...target, message, prompt, id }) })))
+  }, async ({ message, prompt, id }) => answer(MAX_CHARS, async () => ({ head: await api.turn({ ...target, message, prompt, id }) })))
 
   server.registerTool('show_diff', {
     title: 'Show what a turn changed',
-    description: 'What a turn (default: the current one) or a range "A..B" changed: per-path +/- counts, or git-style patches (git apply accepts them) with patch=true; "paths" keeps only changes at or below those workspace paths. Changes nothing.',
-    inputSchema: {
+    description: `What a turn (default: the current one) or a range "A..B" changed: totals, then per path its change and +/- lines, 100 paths a page (offset, limit); patch=true adds git-style patches (git apply accepts them; one too long for the answer is cut, and says so); "paths" keeps only changes at or below those workspace paths. ${BOUND} Changes nothing.`,
+    inputSchema: args('show_diff', {
       turn: rangeArg.optional(),
       patch: z.boolean().optional().describe('include a git-style patch per path'),
-      paths: z.array(z.string()).optional().describe('workspace-relative paths to limit the diff to')
-    },
+      paths: z.array(z.string()).optional().describe('workspace-relative paths to limit the diff to'),
+      offset: offsetArg,
+      limit: z.number().int().min(1).max(1000).optional().describe('how many paths a page lists (default 100)'),
+      max_chars: maxChars
+    }),
     annotations: { title: 'Show what a turn changed', ...READ_ONLY }
-  }, async ({ turn, patch, paths }) => answer(async () => (await api.diff(turn === undefined ? undefined : String(turn), { ...target, patches: Boolean(patch), paths })).changes, pendingPlan))
+  }, async (a) => answer(a.max_chars ?? MAX_CHARS, async () => {
+    const spec = a.turn === undefined ? undefined : String(a.turn)
+    const d = await api.diff(spec, { ...target, patches: Boolean(a.patch), paths: workspaceArgs(a.paths) })
+    return diffPage(d.changes, { a: d.a, b: d.b, offset: a.offset ?? 0, limit: a.limit ?? 100, max: (a.max_chars ?? MAX_CHARS) - 500, spec: spec ?? String(d.b) })
+  }, pendingPlan))
 
   server.registerTool('rewind_dry_run', {
     title: 'Preview a rewind',
-    description: 'What rewinding to the start of a turn would change, without changing anything: {canRewind, error?, filesChanged, insertions, deletions}.',
-    inputSchema: { turn: turnArg },
+    description: `What rewinding to the start of a turn would change, without changing anything: {canRewind, error?, filesChanged, insertions, deletions, filesChangedTotal}; filesChanged lists up to 200 paths a page (offset, limit; next_offset when more). ${BOUND}`,
+    inputSchema: args('rewind_dry_run', {
+      turn: turnArg,
+      offset: offsetArg,
+      limit: z.number().int().min(1).max(5000).optional().describe('how many paths of filesChanged a page lists (default 200)'),
+      max_chars: maxChars
+    }),
     annotations: { title: 'Preview a rewind', ...READ_ONLY }
-  }, async ({ turn }) => answer(async () => {
-    const p = await api.rewindPreview(String(turn), target)
-    const out: Record<string, unknown> = { canRewind: p.canRewind }
-    if (p.error !== undefined) out.error = p.error
-    return Object.assign(out, { filesChanged: p.filesChanged, insertions: p.insertions, deletions: p.deletions })
+  }, async (a) => answer(a.max_chars ?? MAX_CHARS, async () => {
+    const p = await api.rewindPreview(String(a.turn), target)
+    return previewPage(p, { offset: a.offset ?? 0, limit: a.limit ?? 200, max: (a.max_chars ?? MAX_CHARS) - 500 })
   }, pendingPlan))
 
   server.registerTool('rewind', {
     title: 'Rewind',
-    description: 'Make the workspace exactly what it was when the turn began: later work leaves the files (redo brings it back until something new is written).',
-    inputSchema: { turn: turnArg },
+    description: `Make the workspace exactly what it was when the turn began: later work leaves the files (redo brings it back until something new is written). Rewinding to where the workspace already is changes nothing. Answers {head, dropped, mounted, summary?}. ${BOUND}`,
+    inputSchema: args('rewind', { turn: turnArg }),
     annotations: { title: 'Rewind', readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false }
-  }, async ({ turn }) => answer(() => api.rewind(String(turn), target)))
+  }, async ({ turn }) => answer(MAX_CHARS, async () => {
+    const r = await api.rewind(String(turn), target)
+    return { head: r.head, dropped: r.dropped, mounted: r.mounted, summary: summaryOut(r.summary) }
+  }))
 
   server.registerTool('redo', {
     title: 'Redo',
-    description: 'Bring back what the last rewind dropped, if nothing was written since.',
-    inputSchema: {},
+    description: `Bring back what the last rewind dropped, if nothing was written since. Answers {head, mounted, summary?}. ${BOUND}`,
+    inputSchema: args('redo', {}),
     annotations: { title: 'Redo', readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false }
-  }, async () => answer(() => api.redo(target)))
+  }, async () => answer(MAX_CHARS, async () => {
+    const r = await api.redo(target)
+    return { head: r.head, mounted: r.mounted, summary: summaryOut(r.summary) }
+  }))
 
   return server
 }

@@ -2,10 +2,11 @@
 // and the MCP server driven by a real MCP client from the same SDK.
 import t from 'tap'
 import { spawnSync } from 'node:child_process'
+import * as fs from 'node:fs'
 import { join } from 'node:path'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
-import { CLI, daemonPid, fuseAvailable, manifest, stopDaemon, workspace } from './helpers.js'
+import { CLI, ROOT, daemonPid, fuseAvailable, manifest, stopDaemon, workspace } from './helpers.js'
 
 const TREE = 'mkdir src && echo one > src/a.txt && echo keep > keep.txt'
 
@@ -37,6 +38,9 @@ if (fuseAvailable(t)) {
     t.match(r.stderr, /not in a mounted cpfs workspace/)
     r = spawnSync(process.execPath, [CLI, 'hook', 'claude-code'], { cwd: w.ws, env: w.env, encoding: 'utf8', input: 'garbage' })
     t.equal(r.status, 0, 'garbage on stdin never blocks the prompt either')
+    t.equal(r.stderr, 'cpfs hook: the hook input is not JSON (it starts "garbage"); nothing done\n', 'and is reported as not JSON (it read "no hook JSON on stdin")')
+    r = spawnSync(process.execPath, [CLI, 'hook', 'claude-code'], { cwd: w.ws, env: w.env, encoding: 'utf8', input: '' })
+    t.equal(r.stderr, 'cpfs hook: no hook JSON on stdin; nothing done\n', 'no input at all is no input')
   })
 
   t.test('the MCP server: list -> diff -> dry-run -> rewind -> redo with a real MCP client', async t => {
@@ -55,14 +59,15 @@ if (fuseAvailable(t)) {
       const r: any = await client.callTool({ name, arguments: args })
       return { error: Boolean(r.isError), text: r.content[0].text as string }
     }
-    const turns = JSON.parse((await call('list_turns')).text)
+    const turns = JSON.parse((await call('list_turns')).text).list
     t.same(turns.map((x: any) => [x.turn, x.id, x.files]), [[1, null, 2], [2, 'm2', 1]], 'list_turns')
-    const diff = JSON.parse((await call('show_diff', { turn: '1' })).text)
-    t.same(diff.map((c: any) => [c.path, c.change, c.insertions]), [['/new.txt', 'added', 1], ['/src/a.txt', 'modified', 1]], 'show_diff')
-    const withPatch = JSON.parse((await call('show_diff', { turn: '1', patch: true })).text)
+    t.same(turns[0].paths, [{ path: 'new.txt', change: 'added' }, { path: 'src/a.txt', change: 'modified' }], 'with the paths, workspace-relative')
+    const diff = JSON.parse((await call('show_diff', { turn: '1' })).text).changes
+    t.same(diff.map((c: any) => [c.path, c.change, c.insertions]), [['new.txt', 'added', 1], ['src/a.txt', 'modified', 1]], 'show_diff: the same path form')
+    const withPatch = JSON.parse((await call('show_diff', { turn: '1', patch: true })).text).changes
     t.match(withPatch[1].patch, /\+two/, 'unified diffs on request')
     const dry = JSON.parse((await call('rewind_dry_run', { turn: '1' })).text)
-    t.same(dry, { canRewind: true, filesChanged: ['keep.txt', 'new.txt', 'src/a.txt'], insertions: 1, deletions: 2 }, 'rewind_dry_run')
+    t.same(dry, { canRewind: true, filesChanged: ['keep.txt', 'new.txt', 'src/a.txt'], insertions: 1, deletions: 2, filesChangedTotal: 3 }, 'rewind_dry_run')
     t.equal(w.run('ls'), 'new.txt\nsrc\n', 'the dry run changed nothing')
     const bad = await call('rewind_dry_run', { turn: '42' })
     t.same(JSON.parse(bad.text).canRewind, false, 'a dry run of an unknown turn answers canRewind: false')
@@ -164,7 +169,7 @@ if (fuseAvailable(t)) {
     t.equal(JSON.parse(dry.text[0]).canRewind, true)
     const diff = await call('show_diff', { turn: 1 })
     t.notOk(diff.error)
-    t.same(JSON.parse(diff.text[0]).map((c: any) => c.path), ['/src/a.txt'], 'show_diff with a number')
+    t.same(JSON.parse(diff.text[0]).changes.map((c: any) => c.path), ['src/a.txt'], 'show_diff with a number')
     const rw = await call('rewind', { turn: 2 })
     t.notOk(rw.error, 'rewind with a number')
     await client.close()
@@ -189,3 +194,105 @@ if (fuseAvailable(t)) {
   })
 }
 
+
+if (fuseAvailable(t)) {
+  t.test('the hook\'s generated id is what the docs say: <first 8 characters of session_id>:<n>, n never given twice', async t => {
+    const w = workspace(t, TREE)
+    w.ok('mount', w.ws)
+    const hook = (prompt: string) => spawnSync(process.execPath, [CLI, 'hook', 'claude-code'], {
+      cwd: w.ws,
+      env: w.env,
+      encoding: 'utf8',
+      input: JSON.stringify({ session_id: 'abcdef123456-7890', cwd: w.ws, hook_event_name: 'UserPromptSubmit', prompt })
+    })
+    for (const p of ['one', 'two', 'three']) {
+      hook(p)
+      w.run(`echo ${p} > ${p}.txt`)
+    }
+    const ids = () => JSON.parse(w.ok('log', w.ws, '--json')).map((x: any) => x.id)
+    t.same(ids(), [null, 'abcdef12:1', 'abcdef12:2', 'abcdef12:3'], 'the n-th prompt of the session is <first 8 characters>:n')
+    w.ok('rewind', 'abcdef12:2', w.ws)
+    const r = hook('four')
+    t.match(r.stderr, /turn 4 \(abcdef12:4\) opened/, 'the 4th prompt is :4 after a rewind too (it was :3, the id of a turn rewound away)')
+    t.same(ids(), [null, 'abcdef12:1', 'abcdef12:2', 'abcdef12:4'])
+    const readme = fs.readFileSync(join(ROOT, 'README.md'), 'utf8')
+    t.match(readme, /`<first 8 characters of session_id>:<n>`/, 'the README says so')
+    t.match(w.ok('hook', '--help'), /the first 8\ncharacters of session_id/, 'and so does cpfs hook --help')
+    w.ok('unmount', w.ws, '--discard')
+  })
+
+  t.test('MCP answers are bounded: one turn of 20,000 paths, paging, the same path form, unknown arguments refused', async t => {
+    const w = workspace(t, TREE)
+    w.ok('mount', w.ws)
+    // One turn the size of an npm ci: 20,000 files, made by a script in the mount, and a big text file.
+    w.run('for d in $(seq 1 20); do mkdir -p node_modules/p$d; for i in $(seq 1 1000); do echo "$d $i" > node_modules/p$d/f$i.js; done; done; seq 1 30000 > big.txt')
+    w.ok('turn', w.ws)
+    const transport = new StdioClientTransport({ command: process.execPath, args: [CLI, 'mcp', w.ws], env: w.env as Record<string, string>, stderr: 'pipe' })
+    const client = new Client({ name: 'cpfs-test', version: '1.0.0' })
+    await client.connect(transport)
+    t.teardown(() => client.close())
+    const call = async (name: string, args: Record<string, unknown> = {}) => {
+      const r: any = await client.callTool({ name, arguments: args })
+      const text = r.content.map((c: any) => c.text).join('\n') as string
+      return { error: Boolean(r.isError), text, json: r.isError ? null : JSON.parse(r.content[0].text) }
+    }
+    const LIMIT = 20_000
+    const { tools } = await client.listTools()
+    for (const tool of tools.filter(x => x.name !== 'checkpoint')) t.match(tool.description, /at most 20,000 characters/, `${tool.name} states the bound`)
+    for (const tool of tools) t.equal((tool.inputSchema as any).additionalProperties, false, `${tool.name}: its schema admits no other argument`)
+
+    const started = Date.now()
+    const list = await call('list_turns')
+    t.comment(`list_turns after a turn of 20,000 paths: ${Date.now() - started} ms, ${list.text.length} characters`)
+    t.ok(list.text.length <= LIMIT, `list_turns is small: ${list.text.length} characters (it was 2.7 million for an npm ci)`)
+    const big = list.json.list[0]
+    t.ok(big.files > 20_000, `it counts the turn's paths: ${big.files}`)
+    t.equal(big.paths.length, 5, 'and lists the first five')
+    t.equal(big.more_paths, big.files - 5, 'saying how many more')
+    t.equal(big.insertions, undefined, 'without reading every file for line counts unless asked (lines: true)')
+    const wide = await call('list_turns', { paths_per_turn: 200, limit: 200 })
+    t.ok(wide.text.length <= LIMIT, `more paths per turn still fit: ${wide.text.length}`)
+    const small = await call('list_turns', { max_chars: 2000, paths_per_turn: 200 })
+    t.ok(small.text.length <= 2000, `max_chars lowers the bound: ${small.text.length}`)
+    t.match(small.json.note, /paths per turn listed/, 'and says it listed fewer paths')
+
+    const page1 = await call('show_diff', { turn: 1 })
+    t.ok(page1.text.length <= LIMIT, `show_diff of the turn: ${page1.text.length} characters`)
+    t.equal(page1.json.paths, big.files, 'counts every path')
+    t.equal(page1.json.changes.length, 100, 'lists a page of 100')
+    t.equal(page1.json.next_offset, 100, 'and where the next page starts')
+    const page2 = await call('show_diff', { turn: 1, offset: 100 })
+    t.equal(page2.json.changes[0].path, (await call('show_diff', { turn: 1, offset: 100, limit: 1 })).json.changes[0].path)
+    t.notSame(page2.json.changes[0], page1.json.changes[0], 'the next page goes on')
+    const patches = await call('show_diff', { turn: 1, patch: true, limit: 1000 })
+    t.ok(patches.text.length <= LIMIT, `with patches too: ${patches.text.length}`)
+    t.ok(patches.json.next_offset > 0 && patches.json.next_offset < 1000, `fewer paths fit with their patches: next_offset ${patches.json.next_offset}`)
+    const bigPatch = await call('show_diff', { turn: 1, patch: true, paths: ['big.txt'] })
+    t.ok(bigPatch.text.length <= LIMIT, `a patch longer than the bound is cut: ${bigPatch.text.length}`)
+    t.match(bigPatch.json.changes[0].patch_cut, /the patch has \d+ characters; .*cpfs diff 1 -- big\.txt prints it whole/, 'and says so')
+
+    const dry = await call('rewind_dry_run', { turn: 1 })
+    t.ok(dry.text.length <= LIMIT, `rewind_dry_run: ${dry.text.length} characters`)
+    t.equal(dry.json.filesChangedTotal, big.files, 'counts every path')
+    t.equal(dry.json.filesChanged.length, 200, 'lists 200')
+    t.equal(dry.json.next_offset, 200)
+
+    const every = [list, page1, patches, dry, await call('status')].map(x => x.text).join('\n')
+    t.notMatch(every, /"(path|from)":"\/|"filesChanged":\["\//, 'no tool gives a path with a leading "/"')
+    t.match(every, /"path":"node_modules\/p1\/f1\.js"/, 'all the same form: workspace-relative')
+
+    const head = (await call('status')).json.head
+    const bad = await call('checkpoint', { turn: 'x' })
+    t.ok(bad.error, 'an unknown argument is an error')
+    t.match(bad.text, /unknown argument "turn": checkpoint takes message, prompt, id/, 'naming it and the arguments the tool takes')
+    t.equal((await call('status')).json.head, head, 'and nothing was done (no turn was added)')
+    const rw = await call('rewind', { turn: 1, force: true })
+    t.match(rw.text, /unknown argument "force": rewind takes turn/, 'rewind with an argument it does not take is refused')
+    t.equal(w.run('cat big.txt | wc -l'), '30000\n', 'before rewinding anything')
+    t.match((await call('list_turns', { max_chars: 10 })).text, /max_chars/, 'a bound below the minimum is refused too')
+    const rel = await call('show_diff', { turn: 1, paths: ['/big.txt'] })
+    t.match(rel.text, /is not inside the workspace .*paths are workspace-relative, without a leading "\/"/, 'a path with a leading "/" gets the rule')
+    await client.close()
+    w.ok('unmount', w.ws, '--discard')
+  })
+}

@@ -234,7 +234,8 @@ if (fuseAvailable(t)) {
     w.ok('mount', w.ws)
     const fromInside = w.sh(`cd ${w.ws}/sub && node ${CLI} unmount; exit $?`) // the `exit` keeps bash from exec'ing node: the shell stays inside
     t.equal(fromInside.code, 1, 'refused while the shell is inside')
-    t.match(fromInside.stderr, /^cpfs: .* is busy: pid \d+ bash \(cwd .*\/sub\) — your shell is inside: cd out \(cd out of /, 'names the shell (pid, command, cwd) and says to cd out')
+    t.match(fromInside.stderr, /^cpfs: .* is busy: pid \d+ bash \(cwd .*\/sub\) — your shell is inside \(cd out of .* first, then run cpfs unmount .* again; nothing was changed\)$/m, 'names the shell (pid, command, cwd) and says to cd out')
+    t.notMatch(fromInside.stderr, /cd out.*cd out/, 'once (it read "your shell is inside: cd out (cd out of ...")')
     t.equal(fromInside.stderr.split('\n').length, 2, 'in one line')
     const holder = spawn('bash', ['-c', 'exec sleep 60'], { cwd: join(w.ws, 'sub'), stdio: 'ignore' })
     t.teardown(() => { try { holder.kill('SIGKILL') } catch {} })

@@ -76,6 +76,12 @@ if (fuseAvailable(t)) {
         if (turns.length !== st.head) { ok = false; t.fail(where(`cpfs has ${st.head} turns, the model ${turns.length}`)) }
         return st
       }
+      /**
+       * A rewind to the start of the head turn when nothing was written in it changes nothing
+       * and stores no redo step. Whether the head holds nothing is cpfs's to say (writes that
+       * cancel out still leave entries): follow it, but only for a rewind to the head turn.
+       */
+      const alreadyThere = (to: number, redoBefore: number): boolean => to === turns.length && status().redo === redoBefore
       const work = (n: number) => {
         for (let i = 0; i < n && ok; i++) {
           const op = makeOp(rand, model, counter)
@@ -136,8 +142,9 @@ if (fuseAvailable(t)) {
           } else {
             const to = 1 + Math.floor(rand() * turns.length)
             history.push(`rewind ${to} (offline)`)
+            const redoBefore = status().redo
             w.ok('rewind', String(to), w.ws)
-            redo.push({ turns, cur: save() })
+            if (!alreadyThere(to, redoBefore)) redo.push({ turns, cur: save() })
             turns = turns.slice(0, to)
             restore(turns[to - 1])
             wrote = false
@@ -158,8 +165,9 @@ if (fuseAvailable(t)) {
         } else if (r < 0.68) {
           const to = 1 + Math.floor(rand() * turns.length)
           history.push(`rewind ${to}`)
+          const redoBefore = status().redo
           w.ok('rewind', String(to), w.ws)
-          redo.push({ turns, cur: save() })
+          if (!alreadyThere(to, redoBefore)) redo.push({ turns, cur: save() })
           turns = turns.slice(0, to)
           restore(turns[to - 1])
           wrote = false

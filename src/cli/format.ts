@@ -2,7 +2,7 @@
 // Every label that came from outside (prompts, messages, ids) is shown neutralised: one line,
 // no control characters a terminal would act on.
 import { medianMicros } from '../fuse/stats.js'
-import type { StatusInfo } from '../api.js'
+import type { StatusInfo, UnmountResult } from '../api.js'
 import type { PruneReport, StoreInfo } from '../housekeeping.js'
 import type { PlanSummary } from '../plans/run.js'
 import type { TurnInfo } from '../session/session.js'
@@ -57,7 +57,7 @@ function cell (s: string, n: number): string {
 export function formatLog (turns: TurnInfo[]): string {
   const rows = turns.map(t => [
     (t.head ? '*' : ' ') + String(t.turn),
-    age(t.openedAt),
+    t.openedAt > 0 ? age(t.openedAt) : '-', // 0: a record without its time (offline restores wrote such, issue 19)
     `${t.files} path${t.files === 1 ? '' : 's'}`,
     t.insertions === undefined ? '' : `+${t.insertions} -${t.deletions}`,
     bytes(t.bytes),
@@ -92,6 +92,20 @@ export function formatStatus (s: StatusInfo): string {
   if (s.interrupted) lines.push(['plan', 'a plan to the real directory was interrupted; the next cpfs command that changes something (unmount, mount, rewind...) finishes it'])
   if (s.skipped.length) lines.push(['skipped', `the last plan left ${s.skipped.map(p => p.slice(1)).join(', ')} as another process wrote them`])
   return lines.map(([k, v]) => `${k.padEnd(10)} ${v}`).join('\n')
+}
+
+/** What `cpfs unmount` did, in one line; without a mount it says what it did instead. */
+export function formatUnmount (r: UnmountResult, dir: string): string {
+  const turns = (n: number) => `${n} turn${n === 1 ? '' : 's'}`
+  const aside = (n: number) => `${turns(n)} set aside (cpfs redo brings ${n === 1 ? 'it' : 'them'} back until the next write)`
+  if (r.notMounted) {
+    const was = r.notMounted === 'stale' ? `removed the stale mount of ${dir} (its daemon had stopped)` : `${dir} was not mounted`
+    if (!r.applied) return `${was}; the real directory was left as it was${r.discarded ? `; ${aside(r.discarded)}` : ''}`
+    if (!r.pending) return `${was}; nothing was left to apply${r.summary?.ops ? `; ${formatSummary(r.summary)}` : ''}`
+    return `${was}; applied the ${turns(r.pending)} it still had to apply: ${formatSummary(r.summary!)}`
+  }
+  if (!r.applied) return `unmounted; the real directory was left as it was${r.discarded ? `; ${aside(r.discarded)}` : ''}`
+  return `unmounted; ${formatSummary(r.summary!)}`
 }
 
 export function formatSummary (s: PlanSummary): string {

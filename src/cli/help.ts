@@ -20,12 +20,16 @@ Usage: cpfs <command> [options]
   mcp [DIR]              an MCP server on stdio: an agent lists, diffs, rewinds its own turns
   hook claude-code [DIR] the UserPromptSubmit hook: one turn per prompt (reads the hook JSON)
   unmount [DIR]          unmount and apply the result to the real directory, verified
+  completion bash|zsh|fish  a completion script for your shell (commands, flags, turns)
 
+TURN is a number (cpfs log), an id (cpfs turn --id), or -N counted back from the head:
+-1 is the head turn, so cpfs rewind -1 goes back to the last checkpoint.
 Run cpfs <command> --help for options and an example; eval "$(cpfs completion bash)" completes.
 Example session:
   cpfs mount ~/src/app && cd ~/src/app
   ... work ...;  cpfs turn -m "add login form"
-  ... work ...;  cpfs rewind 2;  cpfs unmount`
+  ... work ...;  cpfs rewind 2
+  cd ~ && cpfs unmount ~/src/app`
 
 const texts: Record<string, string> = {
   mount: `Usage: cpfs mount [DIR] [--store PATH] [--foreground] [--allow-other] [--json]
@@ -42,7 +46,8 @@ Processes whose current directory was inside DIR before the mount must cd into i
 Example:  cpfs mount ~/src/app && cd ~/src/app`,
   turn: `Usage: cpfs turn [DIR] [-m MESSAGE] [--prompt TEXT] [--id EXTERNAL_ID] [--json]
 
-Seal the head turn and open the next one; prints the new turn's number.
+Seal the head turn and open the next one; prints the new turn's number. The workspace must
+be mounted (not mounted, nothing can change, and it says so).
   -m MESSAGE     what the turn being sealed did (as git commit -m)
   --prompt TEXT  what the new turn is for (an agent host passes the user's message)
   --id ID        names the new turn (the host's message id): cpfs rewind ID later goes back
@@ -73,7 +78,9 @@ Examples:  cpfs diff 3 --stat
            cpfs diff 3 -- src/parser.ts | git apply -R`,
   rewind: `Usage: cpfs rewind TURN [DIR] [--dry-run] [--force] [--json]
 
-Make the workspace exactly what it was when TURN (a number or an external id) began.
+Make the workspace exactly what it was when TURN (a number, an external id, or -N counted
+back from the head: -1 is the head turn, -2 the one before) began. Rewinding to where the
+workspace is already changes nothing and adds no redo step.
 Mounted: drops the layers of TURN and later in one atomic step (cpfs redo brings them back).
 Not mounted: changes the real directory through a drift-checked, journaled, verified plan;
 --force replaces paths that were changed outside cpfs (their content stays in the store).
@@ -81,14 +88,16 @@ Files open across a live rewind become stale (reads and writes fail with ESTALE)
 --dry-run prints what would change (paths, +/- lines) and changes nothing; with --json it
 prints {"canRewind", "error"?, "filesChanged", "insertions", "deletions"} and exits 0.
 
-Example:  cpfs rewind 3 --dry-run && cpfs rewind 3`,
+Examples:  cpfs rewind 3 --dry-run && cpfs rewind 3
+           cpfs rewind -1        # back to the last checkpoint (cpfs turn)`,
   restore: `Usage: cpfs restore TURN PATH... [DIR] [--force] [--json]
 
 Restore files or directories (and everything below them) to their state at the start of
 TURN. Paths are relative to the current directory; the workspace is the one that holds
 them, or DIR when given last. Mounted: the restore is a new change in the head turn (undo
 takes it back). Not mounted: it is applied to the real directory through a drift-checked,
-verified plan. A path that did not exist at TURN is removed.
+verified plan. A path that did not exist at TURN is removed. Paths that already are as at
+TURN change nothing (not even the history), and it says so.
 
 Example:  cpfs restore 2 src/parser.ts docs/`,
   fork: `Usage: cpfs fork TURN DEST [DIR] [--json]
@@ -113,8 +122,10 @@ Example:  cpfs undo && cpfs redo`,
   hook: `Usage: cpfs hook claude-code [DIR] [--context]
 
 Claude Code's UserPromptSubmit hook: reads the hook's JSON on stdin and opens a new turn for
-a prompt the user typed, with its prompt_id as the id (else <session>:<n>, the n-th prompt
-of that session) and its first line as the turn's prompt. Other events and prompts not from
+a prompt the user typed, with its prompt_id as the id (else <session>:<n>: the first 8
+characters of session_id, and n counting that session's prompts from 1 — never given twice,
+also after a rewind) and its first line as the turn's prompt. Input that is not JSON is
+reported as such. Other events and prompts not from
 the user are ignored. Never blocks a prompt: whatever the input or the daemon does, it exits
 0 within seconds, with at most one line on stderr and nothing on stdout — unless --context,
 which prints the documented additionalContext JSON telling the model the turn's id.
@@ -128,6 +139,8 @@ Serve the Model Context Protocol on stdin/stdout for the workspace DIR (default 
 tools list_turns, status, checkpoint, show_diff, rewind_dry_run, rewind and redo. Turns may
 be numbers or strings; each tool is annotated (readOnlyHint, destructiveHint), and the
 read-only ones never change anything (an interrupted plan is reported, not finished).
+Answers are JSON of at most 20,000 characters (max_chars changes it): summaries and pages,
+paths workspace-relative without a leading "/"; an unknown argument is refused.
 
 Example (an MCP client's configuration):
   { "mcpServers": { "cpfs": { "command": "cpfs", "args": ["mcp", "/path/to/workspace"] } } }`,
@@ -204,8 +217,10 @@ report what was written and verified. The next mount starts a new turn.
 Refuses, changing nothing, while a process still uses the mount — naming each one (pid,
 command, cwd or open file) and saying when it is your own shell — or (without --force) when a
 path it would change was changed outside cpfs.
+Not mounted: applies the turns a stopped daemon left unapplied (--discard: sets them aside)
+and says so; with none, it says DIR is not mounted and exits 1.
 
-Example:  cpfs unmount ~/src/app`
+Example:  cd ~ && cpfs unmount ~/src/app`
 }
 
 texts.completion = `Usage: cpfs completion bash|zsh|fish

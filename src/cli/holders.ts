@@ -101,7 +101,15 @@ export function holdersOf (mountPoint: string): Holder[] {
 /** One line naming the holders, the caller's shell first. */
 export function describeHolders (holders: Holder[]): string {
   const sorted = [...holders].sort((a, b) => Number(b.caller) - Number(a.caller) || a.pid - b.pid)
-  const shown = sorted.slice(0, 5).map(h => `pid ${h.pid} ${h.command || '?'} (${h.what})${h.caller ? ' — your shell is inside: cd out' : ''}`)
+  const shown = sorted.slice(0, 5).map(h => `pid ${h.pid} ${h.command || '?'} (${h.what})${h.caller ? ' — your shell is inside' : ''}`)
   if (sorted.length > 5) shown.push(`${sorted.length - 5} more`)
   return shown.join('; ')
+}
+
+/** What to do about the holders, said once (the list above only says who they are). */
+export function busyHint (holders: Holder[], dir: string): string {
+  const mine = holders.some(h => h.caller)
+  const others = holders.some(h => !h.caller)
+  const todo = mine && others ? `cd out of ${dir} and close the other processes` : mine ? `cd out of ${dir} first` : 'close what uses it'
+  return `${todo}, then run cpfs unmount ${dir} again; nothing was changed`
 }

@@ -9,7 +9,7 @@ import { CpfsError, isCpfsError } from '../errors.js'
 import type { Target, UnmountResult } from '../api.js'
 import type { TurnInfo } from '../session/session.js'
 import { askDaemon, mountedLocation, statusFromDaemon, workspacePaths } from '../control/mounted.js'
-import { formatAll, formatDiff, formatLog, formatPreview, formatPrune, formatStat, formatStatus, formatSummary, setColour } from './format.js'
+import { formatAll, formatDiff, formatLog, formatPreview, formatPrune, formatStat, formatStatus, formatSummary, formatUnmount, setColour } from './format.js'
 import { statSync, writeFileSync } from 'node:fs'
 import { resolve } from 'node:path'
 import { findWorkspaceOf } from '../workspaces.js'
@@ -20,6 +20,7 @@ import { showingProgress } from './progress.js'
 import { endOutput, guardPipes, out, startPager } from './output.js'
 import { suggest } from './suggest.js'
 import { claudeCodeHook } from '../hook.js'
+import { hideRelativeTurns, unhide } from './relative.js'
 
 guardPipes()
 
@@ -138,6 +139,7 @@ const commands: Record<string, Command> = {
       const fast = await viaMount<{ head: number, dropped: number }>(pos, f, 'rewind', { turn: pos.TURN })
       const r = fast ? { ...fast, mounted: true, summary: undefined } : await showingProgress(Boolean(f.json), async () => (await lib()).rewind(pos.TURN!, { ...target(pos, f), force: Boolean(f.force) }))
       if (f.json) out(JSON.stringify(r))
+      else if (r.dropped === 0) out(`already at the start of turn ${r.head}: nothing to rewind${r.summary ? `; applied the turns the real directory lacked: ${formatSummary(r.summary)}` : ''}`)
       else out(`rewound to the start of turn ${r.head}${r.summary ? '; ' + formatSummary(r.summary) : ''}`)
       return 0
     }
@@ -150,7 +152,7 @@ const commands: Record<string, Command> = {
       let spec = pos.TURN
       let dir = pos.DIR
       // One argument: a directory if it names one (and is not a turn number or a range).
-      if (spec !== undefined && dir === undefined && !/^\d+$|\.\./.test(spec) && isDirectory(spec)) {
+      if (spec !== undefined && dir === undefined && !/^-?\d+$|\.\./.test(spec) && isDirectory(spec)) {
         dir = spec
         spec = undefined
       }
@@ -176,8 +178,10 @@ const commands: Record<string, Command> = {
       dir ??= findWorkspaceOf(paths[0]) ?? undefined
       if (!dir) throw new CpfsError('NO_HISTORY', `${displayLine(rest[0])} is not inside a workspace with cpfs history`, 'run it inside a mounted workspace, or name the workspace as the last argument')
       const r = await showingProgress(Boolean(f.json), async () => (await lib()).restore(pos.TURN!, paths, { dir, store: f.store as string | undefined, force: Boolean(f.force) }))
+      const names = r.paths.map(p => displayLine(p.slice(1)) || '.').join(', ')
       if (f.json) out(JSON.stringify(r))
-      else out(`restored ${r.paths.map(p => displayLine(p.slice(1)) || '.').join(', ')} to the start of turn ${r.turn}${r.summary ? '; ' + formatSummary(r.summary) : ' (as a change in the head turn)'}`)
+      else if (r.unchanged) out(`nothing restored: ${names} ${r.paths.length === 1 ? 'is' : 'are'} already as at the start of turn ${r.turn} (nothing changed)`)
+      else out(`restored ${names} to the start of turn ${r.turn}${r.summary ? '; ' + formatSummary(r.summary) : ' (as a change in the head turn)'}`)
       return 0
     }
   },
@@ -341,15 +345,13 @@ const commands: Record<string, Command> = {
         r = await showingProgress(Boolean(f.json), async () => (await lib()).unmount({ ...t, discard: Boolean(f.discard), force: Boolean(f.force) }))
       } catch (err) {
         if (!isCpfsError(err) || err.code !== 'MOUNT_BUSY') throw err
-        const { holdersOf, describeHolders } = await import('./holders.js')
+        const { holdersOf, describeHolders, busyHint } = await import('./holders.js')
         const holders = holdersOf(t.dir!)
         if (holders.length === 0) throw err
-        const mine = holders.some(h => h.caller)
-        throw new CpfsError('MOUNT_BUSY', `${t.dir} is busy: ${describeHolders(holders)}`, `${mine ? `cd out of ${t.dir}, ` : ''}close what uses it, then run cpfs unmount ${t.dir} again; nothing was changed`)
+        throw new CpfsError('MOUNT_BUSY', `${t.dir} is busy: ${describeHolders(holders)}`, busyHint(holders, t.dir!))
       }
       if (f.json) out(JSON.stringify(r))
-      else if (!r.applied) out(`unmounted; the real directory was left as it was${r.discarded ? `; ${r.discarded} turn${r.discarded === 1 ? '' : 's'} set aside (cpfs redo brings ${r.discarded === 1 ? 'it' : 'them'} back until the next write)` : ''}`)
-      else out(`unmounted; ${formatSummary(r.summary!)}`)
+      else out(formatUnmount(r, t.dir!))
       return 0
     }
   }
@@ -418,11 +420,15 @@ async function main (argv: string[]): Promise<number> {
     return 0
   }
   let parsed
+  const takesTurn = cmd.args[0]?.startsWith('TURN')
   try {
-    parsed = parseArgs({ args: own, options: cmd.options, allowPositionals: true, strict: true })
+    parsed = parseArgs({ args: takesTurn ? hideRelativeTurns(own) : own, options: cmd.options, allowPositionals: true, strict: true })
   } catch (err: any) {
-    throw new CpfsError('USAGE', displayLine(String(err.message).split(/\.( |$)/)[0]), `see cpfs ${name} --help`)
+    const hint = /^-\d+$/.test(String(err.message).match(/'(-[^']*)'/)?.[1] ?? '') ? 'a turn counted back from the head (-1, -2) is a TURN argument of rewind, diff, restore and fork' : `see cpfs ${name} --help`
+    throw new CpfsError('USAGE', displayLine(String(err.message).split(/\.( |$)/)[0]), hint)
   }
+  parsed.positionals = parsed.positionals.map(unhide)
+  for (const [k, v] of Object.entries(parsed.values)) (parsed.values as Record<string, unknown>)[k] = unhide(v)
   if (cmd.dashDash === 'command' && after === null) throw new CpfsError('USAGE', 'no command given', 'put the command after --, e.g. cpfs exec . -- npm test')
   const pos: Record<string, string | undefined> = {}
   const required = cmd.args.filter(a => !a.endsWith('?'))

@@ -21,7 +21,7 @@ import { applyStack, noteUnseenChanges, recover } from '../plans/run.js'
 import { phase } from '../progress.js'
 import { absorbOutsideChanges } from '../plans/absorb.js'
 import { freezeOrigin } from '../plans/freeze.js'
-import { diffTurns, logWithLines, previewRewind } from '../plans/preview.js'
+import { cutPaths, diffTurns, logWithLines, previewRewind } from '../plans/preview.js'
 import { forkView } from '../plans/fork.js'
 import { Session } from '../session/session.js'
 import { isMounted, type Location } from '../store/locate.js'
@@ -243,7 +243,8 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
       case 'status': return { ...session.status(), mounted: true, pid: process.pid, ops: ch.stats, nodes: ops.nodes.size }
       case 'reset-stats': ch.stats = newStats(); return null
       case 'turn': return { head: await session.turn({ message: a.message as string | undefined, prompt: a.prompt as string | undefined, id: a.id as string | undefined }) }
-      case 'log': return await logWithLines(session, Boolean(a.lines))
+      case 'log': return cutPaths(await logWithLines(session, Boolean(a.lines)), typeof a.paths === 'number' ? a.paths : undefined)
+      case 'ids': return await session.store.turnIds()
       case 'rewind': return await withInvalidation(() => session.rewind(a.turn as string))
       case 'undo': return await withInvalidation(() => session.undo())
       case 'redo': return await withInvalidation(() => session.redo())

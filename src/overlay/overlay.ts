@@ -217,7 +217,10 @@ export class Overlay {
       return { mode: st.mode, uid: st.uid, gid: st.gid, size: st.size, atime: st.atime, mtime: st.mtime, ctime: st.ctime, atimeNs: st.atimeNs, mtimeNs: st.mtimeNs, ctimeNs: st.ctimeNs, ino: st.ino, nlink: st.nlink, blocks: st.blocks, rdev: st.rdev }
     }
     const e = r.kind === 'upper' ? r.entry : r.stat as LiveEntry
-    const size = e.t === 'f' ? e.size : e.t === 'l' ? Buffer.byteLength(e.target) : 4096
+    // A directory the mount made or changed is one ext4 block, as most are on ext4: size 4096,
+    // 8 sectors (docs/decisions.md, "Directory sizes"). Untouched ones show the real stat.
+    // FIFOs, sockets and device nodes have size 0, as on ext4.
+    const size = e.t === 'f' ? e.size : e.t === 'l' ? Buffer.byteLength(e.target) : e.t === 'd' ? 4096 : 0
     return {
       mode: (e.mode & ~S_IFMT) | typeBits(e),
       uid: e.uid,
@@ -231,7 +234,7 @@ export class Overlay {
       ctimeNs: e.ctimeNs ?? 0,
       ino: e.ino,
       nlink: e.t === 'd' ? 2 : e.links ?? 1,
-      blocks: e.t === 'f' ? Math.ceil(storedBytes(e) / 512) : 0,
+      blocks: e.t === 'f' ? Math.ceil(storedBytes(e) / 512) : e.t === 'd' ? 8 : 0,
       rdev: e.t === 'n' ? e.rdev : 0
     }
   }

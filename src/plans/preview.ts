@@ -103,13 +103,20 @@ export async function turnChanges (session: Session): Promise<Change[][]> {
  * count for both commands), else the paths its layer recorded (cheap: no file is read).
  */
 export async function logWithLines (session: Session, lines: boolean): Promise<TurnInfo[]> {
-  const turns = session.log()
-  if (!lines) return turns
+  if (!lines) return session.log()
   const all = await turnChanges(session)
+  // Bytes of the paths counted as changed only, so that the columns agree with each other.
+  const turns = session.log(all.map(changes => new Set(changes.flatMap(c => c.from === undefined ? [c.path] : [c.path, c.from]))))
   return turns.map((t, i) => ({
     ...t,
     files: all[i].length,
     changes: all[i].map(c => ({ path: c.path, change: c.change })),
     ...totals(all[i])
   }))
+}
+
+/** Keep at most `paths` of each turn's listed paths (`files` still counts them all). */
+export function cutPaths (turns: TurnInfo[], paths: number | undefined): TurnInfo[] {
+  if (paths !== undefined) for (const t of turns) if (t.changes.length > paths) t.changes = t.changes.slice(0, paths)
+  return turns
 }

@@ -627,7 +627,8 @@ async function commitPlan (session: Session, stack: number[], after: StackChange
     for (const id of [...after.newLayers, ...after.stack]) if (!session.layers.has(id)) session.layers.set(id, await session.store.loadLayer(id))
     append(ops, session.applyChange(after))
   }
-  append(ops, session.appliedOps(stack))
+  // The records `after` writes are not in the store yet: sealing the head must see its own.
+  append(ops, session.appliedOps(stack, after?.records))
   await writeFingerprints(session)
   ops.push(session.store.metaOp())
   append(ops, extra)

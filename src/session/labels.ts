@@ -36,8 +36,8 @@ export function checkId (id: string): string {
   const s = String(id).trim()
   const why = s === ''
     ? 'is empty'
-    : /^\d+$/.test(s)
-      ? 'is a number, which would name a turn number instead'
+    : /^-?\d+$/.test(s)
+      ? 'is a number, which would name a turn number instead (-N counts back from the head)'
       : s.includes('..')
         ? 'contains "..", which would read as a turn range'
         : neutralise(s, false) !== s || /\s/.test(s)

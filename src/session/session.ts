@@ -64,6 +64,14 @@ export interface TurnInfo {
   deletions?: number
 }
 
+/** An offline restore, prepared (Session.prepareRestore): the target view, and the history change made when it is committed. */
+export interface RestorePrepared {
+  turn: number
+  view: View
+  touched: Set<string>
+  commit: () => { change: StackChange, preOps: BatchOp[] }
+}
+
 /** A new stack, with what it replaces and the turn records it writes (see Session.rewindChange). */
 export interface StackChange {
   stack: number[]
@@ -796,10 +804,16 @@ export class Session {
   // collecting the pending changes of the old head, so that no FUSE op can land between
   // the two; the store batch follows on the same ordered chain.
 
-  /** Records that seal the head turn and open a new, empty one (in memory now; ops to store). */
-  private sealHead (opts: TurnOptions = {}): BatchOp[] {
+  /**
+   * Records that seal the head turn and open a new, empty one (in memory now; ops to store).
+   * `written`: turn records going into the same batch, not in the store yet — a restored head
+   * prepared offline is one, and reading its record from the store would find none (it was
+   * sealed with openedAt 0 and without its labels).
+   */
+  private sealHead (opts: TurnOptions = {}, written: TurnRecord[] = []): BatchOp[] {
     const now = Date.now()
-    const sealed: LabelledRecord = this.store.turnRecord(this.headLayer)
+    const pending = written.find(r => r.layer === this.headLayer)
+    const sealed: LabelledRecord = pending ? { ...pending } : this.store.turnRecord(this.headLayer)
     sealed.sealedAt = now
     if (opts.message !== undefined) sealed.summary = neutralise(opts.message)
     const layer = this.meta.nextLayer++
@@ -844,12 +858,12 @@ export class Session {
    * layer, an empty head is left out and a non-empty one is sealed (the next write opens a
    * new turn).
    */
-  appliedOps (stack: number[]): BatchOp[] {
+  appliedOps (stack: number[], written: TurnRecord[] = []): BatchOp[] {
     const applied = stack.slice()
     const ops: BatchOp[] = []
     if (applied.length && applied[applied.length - 1] === this.headLayer) {
       if ((this.layers.get(this.headLayer)?.size ?? 0) === 0) applied.pop()
-      else for (const op of this.sealHead()) ops.push(op)
+      else for (const op of this.sealHead({}, written)) ops.push(op)
     }
     this.meta.applied = applied
     return ops
@@ -902,6 +916,13 @@ export class Session {
   /** Turn number for a user-supplied TURN: a number in 1..head or an external id. */
   resolveTurn (spec: string | number): number {
     const s = String(spec).trim()
+    // -N counts back from the head, as negative indexes do: -1 is the head turn (its start is
+    // the last checkpoint), -2 the turn before. Ids can never look like this (checkId).
+    if (/^-\d+$/.test(s)) {
+      const n = this.head + 1 + Number(s)
+      if (Number(s) !== 0 && n >= 1) return n
+      throw new CpfsError('UNKNOWN_TURN', `turn ${s} does not exist: there ${this.head === 1 ? 'is 1 turn' : `are ${this.head} turns`} (-1 is the head turn, ${this.head}; -${this.head} is turn 1)`, 'see cpfs log')
+    }
     if (/^\d+$/.test(s)) {
       const n = Number(s)
       if (n >= 1 && n <= this.head) return n
@@ -914,8 +935,18 @@ export class Session {
     throw new CpfsError('UNKNOWN_TURN', `no turn has the number or id "${s}"`, 'see cpfs log for turn numbers and ids')
   }
 
+  /**
+   * The workspace is at the start of turn t already: t is the head and nothing was written in
+   * it. A rewind there changes nothing, so it must not add a redo step (a second `rewind 2`
+   * would otherwise need two `redo`s to get back).
+   */
+  atStartOf (t: number): boolean {
+    return t === this.head && this.overlay.head.size === 0 && this.overlay.openNodes().every(n => n.dirty.size === 0)
+  }
+
   async rewind (spec: string | number): Promise<{ head: number, dropped: number }> {
     const t = this.resolveTurn(spec)
+    if (this.atStartOf(t)) return { head: this.head, dropped: 0 }
     const flushed = this.flushAll(false)
     const dropped = this.meta.stack.length - t + 1
     const committed = this.commit(this.applyChange(this.rewindChange(t)))
@@ -926,8 +957,7 @@ export class Session {
 
   /** The turn `undo` goes back to: the head's start, or the one before when the head is empty. */
   undoTarget (): number {
-    const empty = this.overlay.head.size === 0 && this.overlay.openNodes().every(n => n.dirty.size === 0)
-    const t = empty ? this.head - 1 : this.head
+    const t = this.atStartOf(this.head) ? this.head - 1 : this.head
     if (t < 1) throw new CpfsError('NOTHING_TO_UNDO', 'nothing to undo: turn 1 has no changes', 'make a change first, or see cpfs log')
     return t
   }
@@ -1017,7 +1047,7 @@ export class Session {
    * batch), so a refused restore leaves the history as it was. Returns the target view, the
    * paths it touches, the stack change and the store ops for the new layer's entries.
    */
-  async prepareRestore (spec: string | number, paths: string[]): Promise<{ turn: number, view: View, touched: Set<string>, change: StackChange, preOps: BatchOp[] }> {
+  async prepareRestore (spec: string | number, paths: string[]): Promise<RestorePrepared> {
     const stack = this.meta.stack
     const head = this.overlay.head
     const copy = new Map(head)
@@ -1032,12 +1062,16 @@ export class Session {
     for (const p of paths) scratch.restore(p, src)
     const touched = new Set<string>(paths)
     for (const k of new Set([...head.keys(), ...copy.keys()])) if (head.get(k) !== copy.get(k)) touched.add(k)
-    const layer = this.meta.nextLayer++
-    this.layers.set(layer, copy)
-    const rec: TurnRecord = { ...this.store.turnRecord(this.headLayer), layer }
-    const preOps: BatchOp[] = [...copy].map(([p, e]) => ({ type: 'put' as const, key: entryKey(layer, p), value: encodeEntry(e) }))
-    const change: StackChange = { stack: [...stack.slice(0, -1), layer], redo: [], records: [rec], newLayers: [layer] }
-    return { turn: t, view, touched, change, preOps }
+    // The new layer is made only when the caller commits it: a restore that changes nothing
+    // leaves the history as it was (no layer, no sealed head, redo kept).
+    const commit = (): { change: StackChange, preOps: BatchOp[] } => {
+      const layer = this.meta.nextLayer++
+      this.layers.set(layer, copy)
+      const rec: TurnRecord = { ...this.store.turnRecord(this.headLayer), layer }
+      const preOps: BatchOp[] = [...copy].map(([p, e]) => ({ type: 'put' as const, key: entryKey(layer, p), value: encodeEntry(e) }))
+      return { change: { stack: [...stack.slice(0, -1), layer], redo: [], records: [rec], newLayers: [layer] }, preOps }
+    }
+    return { turn: t, view, touched, commit }
   }
 
   /** Say what a turn was opened for (fork: where the new history came from). */
@@ -1049,22 +1083,31 @@ export class Session {
 
   // ---- reporting ------------------------------------------------------------------------
 
-  log (): TurnInfo[] {
+  /**
+   * The turns of the stack. `changed[i]`, when given, holds the paths turn i+1 really changed
+   * (as `cpfs diff` counts them): its bytes are then those of these paths only. A file
+   * written again with the bytes it had (tsc rewriting its outputs, a restore to what is
+   * there) is in the layer, but changed nothing: "0 paths ... 21 KiB" said otherwise.
+   */
+  log (changed?: Array<Set<string>>): TurnInfo[] {
     const out: TurnInfo[] = []
     this.meta.stack.forEach((layer, i) => {
       const rec: LabelledRecord = this.store.turnRecord(layer)
       const entries: Map<string, Entry> = this.layers.get(layer) ?? new Map()
+      const keep = changed?.[i]
       let files = 0
       let bytes = 0
       const changes: TurnInfo['changes'] = []
       const listed = new Set<string>()
-      const records: Array<[number, Entry]> = []
+      const records: Array<[number, Entry, number]> = []
       for (const [p, e] of entries) {
-        if (e.t === 'f') for (const [idx, c] of e.chunks) if (c) bytes += chunkLen(e.size, idx)
+        let b = 0
+        if (e.t === 'f') for (const [idx, c] of e.chunks) if (c) b += chunkLen(e.size, idx)
         if (isInoKey(p)) {
-          records.push([inoOfKey(p), e])
+          records.push([inoOfKey(p), e, b])
           continue
         }
+        if (!keep || keep.has(p)) bytes += b
         if (e.t === 'd' && e.n !== 1 && !e.redirect) continue
         files++
         listed.add(p)
@@ -1073,10 +1116,11 @@ export class Session {
       // An inode record changed (a write through a hard link): its names changed.
       if (records.length) {
         const view = View.build(this.origin, this.meta.stack.slice(0, i + 1).map(id => this.layers.get(id) ?? new Map()))
-        for (const [ino, e] of records) {
+        for (const [ino, e, b] of records) {
           const names = view.namesOf(ino)
           const o = e.t !== 'w' && e.t !== 'h' ? e.o : undefined
           if (o !== undefined && view.resolve(o)?.key === '#' + ino) names.push(o)
+          if (!keep || names.some(p => keep.has(p))) bytes += b
           for (const p of names) {
             if (listed.has(p)) continue
             listed.add(p)

@@ -268,6 +268,21 @@ export class Store {
     }
   }
 
+  /**
+   * The ids of every turn record the store holds: the stack's, and those rewound away or set
+   * aside (kept until pruned). The hook numbers a session's prompts past all of them, so an id
+   * is never given to a second prompt. Records still in the write-ahead log are not seen here:
+   * the caller adds the stack's own ids.
+   */
+  async turnIds (): Promise<string[]> {
+    const out: string[] = []
+    for await (const [key, raw] of this.entries({ gte: 't', lt: prefixEnd('t') })) {
+      const id = decodeStored(this, key, () => decode<TurnRecord>(raw)).id
+      if (typeof id === 'string') out.push(id)
+    }
+    return out
+  }
+
   turnRecord (layer: number): TurnRecord {
     const key = turnKey(layer)
     const raw = this.getSync(key)
