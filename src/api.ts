@@ -21,8 +21,7 @@ import { JOURNAL_KEY } from './store/keys.js'
 import { isInoKey } from './store/entries.js'
 import { checkStoreOutside, dirBytes, isMounted, locate, register, workspaceDir, type Location } from './store/locate.js'
 import { checkDest, forkView } from './plans/fork.js'
-import { absorbOutsideChanges } from './plans/absorb.js'
-import { keepRefreshes } from './plans/refreshes.js'
+import { keepBefore, keepDisplaced, keepRefreshed } from './plans/keep.js'
 import { reserveBytes } from './config.js'
 import { checkNotNested } from './workspaces.js'
 
@@ -164,37 +163,6 @@ async function offline<T> (loc: Location, fn: (s: Session, finished: boolean) =>
     await session.close()
     fs.closeSync(dirFd)
   }
-}
-
-/**
- * --force: what was changed outside cpfs is about to be replaced; record it first as a turn
- * of its own (plans/absorb.ts), so it stays in the history, and say so.
- */
-async function keepDisplaced (s: Session): Promise<void> {
-  const kept = await absorbOutsideChanges(s, { force: true })
-  if (kept) process.stderr.write(`cpfs: kept ${kept.paths.length} path${kept.paths.length === 1 ? '' : 's'} changed outside cpfs as turn ${kept.turn} before replacing ${kept.paths.length === 1 ? 'it' : 'them'} (cpfs diff ${kept.turn})\n`)
-}
-
-/**
- * Before an offline plan without --force: versions that only refreshed a tool's cache (git's
- * index after `git status`) are kept as a turn and replaced, without asking (plans/refreshes.ts).
- */
-async function keepRefreshed (s: Session): Promise<number | null> {
-  const kept = await keepRefreshes(s)
-  if (!kept) return null
-  process.stderr.write(`cpfs: ${kept.paths.map(p => p.slice(1)).join(', ')} ${kept.paths.length === 1 ? 'was' : 'were'} only refreshed outside cpfs (git's stat cache): kept as turn ${kept.turn} and replaced (cpfs diff ${kept.turn})\n`)
-  return s.meta.stack[kept.turn - 1]
-}
-
-/**
- * Keep displaced or refreshed versions before a plan to turn t (1-based), and where turn t is
- * now: the kept turn goes in after what the real directory holds, which can be below t.
- */
-async function keepBefore (s: Session, t: number, force: boolean | undefined): Promise<number> {
-  const layer = s.meta.stack[t - 1]
-  if (force) await keepDisplaced(s)
-  else await keepRefreshed(s)
-  return s.meta.stack.indexOf(layer) + 1
 }
 
 async function viaDaemonOr<T> (loc: Location, cmd: string, args: Record<string, unknown>, fn: (s: Session) => Promise<T>, mode: 'write' | 'read' = 'write'): Promise<T> {
