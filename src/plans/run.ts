@@ -13,7 +13,7 @@
 import * as fs from 'node:fs'
 import { CpfsError, isCpfsError } from '../errors.js'
 import { View, resolvedType, type Resolved } from '../overlay/view.js'
-import { ancestors, isSafePath, isWithin, join } from '../overlay/paths.js'
+import { belowAny, isSafePath, isWithin, join } from '../overlay/paths.js'
 import { realNames, type Origin } from '../overlay/origin.js'
 import { fingerprintDrift, fingerprintOf } from '../store/fingerprints.js'
 import type { Session, StackChange } from '../session/session.js'
@@ -27,6 +27,7 @@ import { lstatReal, type RealState } from '../overlay/real.js'
 import { realContent, sameContent, viewContent, type Sparse } from './content.js'
 import { capture, captureOtherNames } from './capture.js'
 import { verifyPaths, type Expect } from './verifier.js'
+import { decodeJournal, encodeJournal, type Journal } from './journal.js'
 import { phase } from '../progress.js'
 import { chunkLen } from '../store/entries.js'
 
@@ -45,18 +46,6 @@ export interface PlanSummary {
 
 /** Store key of the paths the last plan skipped (shown by cpfs status). */
 export const SKIPPED_KEY = 'k'
-
-interface Journal {
-  id: string
-  ops: PlanOp[]
-  expect: Array<[string, Expect]>
-  /** The stack whose view the real directory holds once the plan is done. */
-  targetStack: number[]
-  /** The history change that goes with it (offline rewind, redo, restore), committed in the same batch. */
-  after?: StackChange
-  /** What each path (and each entry below a directory it replaces) was before the plan (applier.ts). */
-  prints?: Array<[string, Fingerprint]>
-}
 
 export interface RunOptions {
   force?: boolean
@@ -293,7 +282,7 @@ export async function runPlan (session: Session, expected: View, target: View, t
   const journal: Journal = { id: newPlanId(), ops, expect: [...expect], targetStack: opts.targetStack.slice(), prints: [...prints] }
   if (opts.after) journal.after = opts.after
   if (opts.preOps) append(batch, opts.preOps)
-  batch.push({ type: 'put', key: JOURNAL_KEY, value: encode(journal) })
+  batch.push({ type: 'put', key: JOURNAL_KEY, value: encodeJournal(journal) })
   await session.syncBatch(batch)
   return await finish(session, journal, false)
 }
@@ -445,8 +434,9 @@ async function rollBack (session: Session, j: Journal): Promise<void> {
   }
   for (const p of touched) session.setFingerprint(p, fingerprintOf(lstatReal(origin, p)))
   // What the roll-back made again below a directory (new inodes) is known as it is now too.
+  const below = belowAny(touched)
   for (const q of [...session.fingerprints.keys()]) {
-    if (!touched.has(q) && [...ancestors(q)].some(a => touched.has(a))) session.setFingerprint(q, fingerprintOf(lstatReal(origin, q)))
+    if (!touched.has(q) && below(q)) session.setFingerprint(q, fingerprintOf(lstatReal(origin, q)))
   }
   await session.store.batch([...session.fingerprintOps(), { type: 'del', key: JOURNAL_KEY }], true)
 }
@@ -611,7 +601,7 @@ export async function recover (session: Session): Promise<PlanSummary | null> {
   // Test hook: a journaled plan that can be neither finished nor rolled back (as one that hit
   // a bug in cpfs would be), to prove it never blocks unmount --discard, status, log or forget.
   if (process.env.CPFS_TEST_RECOVER_FAILS) throw new Error('injected: the interrupted plan cannot be finished')
-  const j = decode<Journal>(raw)
+  const j = decodeJournal(raw)
   return await finish(session, j, true)
 }
 
@@ -628,7 +618,7 @@ export async function setAsidePlan (session: Session): Promise<boolean> {
   const raw = session.store.getSync(JOURNAL_KEY)
   if (!raw) return false
   try {
-    const j = decode<Journal>(raw)
+    const j = decodeJournal(raw)
     cleanTemps(session.origin, j.ops, j.id)
     removeAnchors(session.origin, j.ops, j.id)
   } catch {} // an unreadable journal is retired all the same
