@@ -278,7 +278,10 @@ export async function unmount (opts: Target & { discard?: boolean, force?: boole
   return await offline(fresh, async (s, finished) => {
     const pending = s.pending()
     const notMounted = stale ? 'stale' as const : 'offline' as const
-    if (!stale && pending === 0 && !finished) {
+    // Plain unmount of a directory that is not mounted and owes nothing is a mistake worth a
+    // line; --discard asks only that the real directory stay as it is, which holds: it says
+    // so and succeeds (cleanup scripts run it whatever the state).
+    if (!stale && pending === 0 && !finished && !opts.discard) {
       throw new CpfsError('NOT_MOUNTED', `${fresh.workspace} is not mounted, and the real directory already holds every turn: nothing to apply`, `cpfs mount ${fresh.workspace} mounts it; cpfs status shows its history`)
     }
     if (opts.discard) return { applied: false, summary: null, discarded: await s.discard(), notMounted, pending }

@@ -10,6 +10,7 @@ import { join } from 'node:path'
 import { ClassicLevel } from 'classic-level'
 import { Packr } from 'msgpackr'
 import { fuseAvailable, stopDaemon, workspace, type Env } from './helpers.js'
+import { frontDecode } from '../src/plans/journal.js'
 
 const packr = new Packr({ useRecords: false, mapsAsObjects: true })
 const CHUNK = 64 * 1024
@@ -181,10 +182,14 @@ if (fuseAvailable(t)) {
       const parts = await journalParts(db)
       t.ok(parts.length >= 1, 'this version wrote the journal in parts')
       for (const k of parts) {
+        // A part keeps each list's paths apart, front-coded (src/plans/journal.ts).
         const part = packr.unpack(await db.get(k))
-        whole.ops.push(...part.ops)
-        whole.expect.push(...part.expect)
-        whole.prints.push(...part.prints)
+        const opPaths = frontDecode(part.opPaths)
+        const expectPaths = frontDecode(part.expectPaths)
+        const printPaths = frontDecode(part.printPaths)
+        part.ops.forEach((op: any, i: number) => whole.ops.push({ ...op, path: opPaths[i] }))
+        part.expect.forEach((e: any, i: number) => whole.expect.push([expectPaths[i], e]))
+        part.prints.forEach((f: any, i: number) => whole.prints.push([printPaths[i], f]))
       }
       t.ok(whole.ops.length > 3, 'the journal holds the whole plan')
       await db.batch([{ type: 'put', key: 'j', value: packr.pack(whole) }, ...parts.map(key => ({ type: 'del' as const, key }))])
@@ -195,7 +200,7 @@ if (fuseAvailable(t)) {
   t.test('parts of a journal no header names (a crash before the plan started) are removed with the journal', async t => {
     let store = ''
     const w = await interruptedPlan(t, async db => {
-      await db.put('J99999999', packr.pack({ ops: [{ op: 'remove', path: '/top', type: 'f' }], expect: [], prints: [] }))
+      await db.put('J99999999', packr.pack({ ops: [{ op: 'remove', type: 'f' }], opPaths: [0, '/top'], expect: [], expectPaths: [], prints: [], printPaths: [] }))
       store = db.location
     })
     finished(t, w)

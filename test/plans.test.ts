@@ -35,12 +35,15 @@ if (fuseAvailable(t)) {
     t.same(manifest(w.ws), saved[5], 'unmount applied the head')
     for (const turn of [3, 1, 5, 2, 6, 4]) {
       const out = w.ok('rewind', String(turn), w.ws)
-      t.match(out, /verified \d+ paths?/, `rewind ${turn} reports what it verified`)
+      // Turn 6 is the head, empty since unmount sealed turn 5: the workspace is at its start
+      // already, so that rewind changes nothing and leaves no redo step (issue 19).
+      if (turn === 6) t.match(out, /already at the start of turn 6/, 'rewind 6 says there is nothing to do')
+      else t.match(out, /verified \d+ paths?/, `rewind ${turn} reports what it verified`)
       t.same(manifest(w.ws), saved[turn - 1], `offline rewind to turn ${turn} equals its manifest`)
       const st = JSON.parse(w.ok('status', w.ws, '--json'))
       t.equal(st.head, turn, 'the new head is recorded')
       t.equal(st.pending, 0, 'and nothing is pending')
-      if (turn !== 4) w.ok('redo', w.ws)
+      if (turn !== 4 && turn !== 6) w.ok('redo', w.ws)
       if (turn !== 4) t.same(manifest(w.ws), saved[5], 'offline redo returns to the head')
     }
     w.ok('mount', w.ws)

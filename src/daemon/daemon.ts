@@ -14,7 +14,7 @@ import { OP_NAMES } from '../fuse/kernel.js'
 import { FuseOps } from '../fuse/ops.js'
 import { cacheTimeout, checkFuse, mountFuse, unmountPath } from '../fuse/mount.js'
 import { Notifier } from '../fuse/invalidate.js'
-import { ancestors, baseName, parentOf } from '../overlay/paths.js'
+import { ancestors, baseName, belowAny, parentOf } from '../overlay/paths.js'
 import { inoOfKey, isInoKey } from '../store/entries.js'
 import { WatcherEvents, type Before } from './watchers.js'
 import { applyStack, noteUnseenChanges, recover } from '../plans/run.js'
@@ -124,11 +124,9 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
       if (isInoKey(k)) inos.add(inoOfKey(k))
       else touched.add(k)
     }
-    const affected = (p: string): boolean => {
-      if (touched.has(p)) return true
-      for (const a of ancestors(p)) if (touched.has(a)) return true
-      return false
-    }
+    // Memoised per directory: every ancestor of every node was O(depth³) characters in a deep tree.
+    const below = belowAny(touched)
+    const affected = (p: string): boolean => touched.has(p) || below(p)
     const ov = session.overlay
     // Nodes by the names the kernel knew them under, before those names are re-checked.
     const stale = new Set<number>()
@@ -141,13 +139,16 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
       const parent = ops.nodes.at(parentOf(n.path))
       if (r && parent && ov.attrOf(r).ino !== n.ino && (ov.attrOf(r).mode & 0o170000) !== 0o040000) notifier.deleteEntry(parent.id, n.id, baseName(n.path))
     }
+    const above = new Set<string>()
     for (const p of touched) {
       for (const a of ancestors(p)) {
+        if (above.has(a)) break // and so are its own ancestors
+        above.add(a)
         const d = ops.nodes.at(a)
         if (d) stale.add(d.id)
       }
       if (ops.negotiated.minor < 44) {
-        const parent = ops.nodes.at(ancestors(p).next().value as string)
+        const parent = p === '/' ? undefined : ops.nodes.at(parentOf(p))
         if (parent) notifier.invalEntry(parent.id, p.slice(p.lastIndexOf('/') + 1))
       }
     }

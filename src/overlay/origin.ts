@@ -9,7 +9,9 @@ import { fsError } from '../errors.js'
 import { loadNative, native } from '../native/index.js'
 import { CHUNK_SIZE, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG, srcBytes, type Entry, type FileEntry, type Kind, type LiveEntry } from '../store/entries.js'
 import type { ChunkStore } from '../store/chunks.js'
-import { ancestors, isWithin, join, parentOf } from './paths.js'
+import { isWithin, join, parentOf } from './paths.js'
+import { BaseMap } from './base.js'
+import { DirHandles } from './handles.js'
 import { openFile, readDirNoFollow } from './nofollow.js'
 
 const STAT = new Float64Array(16)
@@ -26,11 +28,6 @@ function lstatOrNull (path: string, out: Float64Array): boolean {
 
 /** Entries of the real-stat cache before it starts over (~200 bytes each). */
 const CACHE_MAX = 500_000
-
-/** Directory handles kept open for realPath (O_PATH descriptors; the daemon's limit is far above). */
-const DIR_HANDLES = 1024
-/** Ancestors looked up for a kept handle before dirHandle opens from the workspace's own. */
-const ANCESTORS_TRIED = 4
 
 export interface OriginStat {
   t: Kind
@@ -50,6 +47,8 @@ export interface OriginStat {
   blocks: number
   rdev: number
 }
+
+export { failedAt } from './handles.js'
 
 /** The kind of node an lstat mode describes: special files ('n') are FIFOs, sockets and devices. */
 export function kindOf (mode: number): Kind {
@@ -98,12 +97,13 @@ export function realNames (path: string): string[] {
 
 export class Origin {
   readonly dirFd: number
+  /** Base entries by path (read them here; setBase changes them, keeping the indexes right). */
   readonly base: Map<string, Entry>
-  private readonly baseChildren = new Map<string, Set<string>>()
+  private readonly based: BaseMap
   private readonly chunks: ChunkStore
   private readonly fds = new Map<string, number>()
   /** O_PATH handles of real directories, opened without following symlinks (dirHandle). */
-  private readonly dirFds = new Map<string, number>()
+  private readonly dirFds: DirHandles
   /**
    * While mounted, the real directory is the read-only lower layer: its stats and extended
    * attributes are cached (the kernel caches the attributes it got from cpfs for as long), so
@@ -115,9 +115,10 @@ export class Origin {
 
   constructor (dirFd: number, base: Map<string, Entry>, chunks: ChunkStore) {
     this.dirFd = dirFd
+    this.dirFds = new DirHandles(dirFd)
+    this.based = new BaseMap(base)
     this.base = base
     this.chunks = chunks
-    for (const p of base.keys()) this.indexBase(p)
   }
 
   /**
@@ -147,33 +148,13 @@ export class Origin {
   }
 
   /**
-   * An O_PATH handle of real directory dir (never through a symlink), kept for reuse: opened
-   * from the nearest kept ancestor, so a deep tree costs one component per new directory.
-   * Throws ENOENT, ENOTDIR or ELOOP (a symlink or a file stands where a directory should).
+   * An O_PATH handle of real directory dir (never through a symlink), kept for reuse
+   * (handles.ts): a deep tree costs one component per new directory. Throws ENOENT, ENOTDIR
+   * or ELOOP (a symlink or a file stands where a directory should), with `at` (failedAt)
+   * naming the directory on the way that could not be opened.
    */
   dirHandle (dir: string): number {
-    if (dir === '/') return this.dirFd
-    let fd = this.dirFds.get(dir)
-    if (fd !== undefined) {
-      this.dirFds.delete(dir) // re-inserted below: most recently used last
-      this.dirFds.set(dir, fd)
-      return fd
-    }
-    // The nearest kept ancestor among the closest few (plans and walks go parent before
-    // child, so it is nearly always the parent); else from the top, in one openat2. Looking
-    // further up would cost O(depth) strings of O(depth) length per miss: O(depth²) in a
-    // deep tree whose directories do not exist yet.
-    let from = parentOf(dir)
-    for (let i = 0; from !== '/' && !this.dirFds.has(from); i++) from = i < ANCESTORS_TRIED ? parentOf(from) : '/'
-    const fromFd = from === '/' ? this.dirFd : this.dirFds.get(from)!
-    fd = native.openDirBeneath(fromFd, dir.slice(from === '/' ? 1 : from.length + 1))
-    if (this.dirFds.size >= DIR_HANDLES) {
-      const [oldest, ofd] = this.dirFds.entries().next().value as [string, number]
-      this.dirFds.delete(oldest)
-      try { fs.closeSync(ofd) } catch {}
-    }
-    this.dirFds.set(dir, fd)
-    return fd
+    return this.dirFds.get(dir)
   }
 
   /**
@@ -197,28 +178,12 @@ export class Origin {
   }
 
   setBase (p: string, e: Entry): void {
-    if (!this.base.has(p)) this.indexBase(p)
-    this.base.set(p, e)
+    this.based.set(p, e)
   }
 
-  private indexBase (p: string): void {
-    if (p === '/') return
-    const dir = parentOf(p)
-    let set = this.baseChildren.get(dir)
-    if (!set) this.baseChildren.set(dir, set = new Set())
-    set.add(p.slice(dir === '/' ? 1 : dir.length + 1))
-  }
-
-  /** The base entry covering p: itself, or an ancestor that hides it. */
+  /** The base entry covering p: itself, or an ancestor that hides it (O(1) lookups: base.ts). */
   private baseCover (p: string): Entry | 'hidden' | undefined {
-    if (this.base.size === 0) return undefined
-    const e = this.base.get(p)
-    if (e) return e
-    for (const a of ancestors(p)) {
-      const ea = this.base.get(a)
-      if (ea && ea.t !== 'd') return 'hidden'
-    }
-    return undefined
+    return this.based.cover(p)
   }
 
   /** True when p's origin state is whatever the real directory holds now. */
@@ -319,7 +284,7 @@ export class Origin {
         } catch {}
       }
     }
-    const fromBase = this.baseChildren.get(p)
+    const fromBase = this.based.children(p)
     if (fromBase) {
       for (const name of fromBase) {
         const q = join(p, name)
@@ -344,7 +309,7 @@ export class Origin {
       }
       for (const d of real) names.add(d.name)
     }
-    const fromBase = this.baseChildren.get(p)
+    const fromBase = this.based.children(p)
     if (fromBase) {
       for (const n of fromBase) {
         const e = this.base.get(join(p, n))
@@ -405,11 +370,11 @@ export class Origin {
   }
 
   closeFds (): void {
-    for (const fd of [...this.fds.values(), ...this.dirFds.values()]) {
+    for (const fd of this.fds.values()) {
       try { fs.closeSync(fd) } catch {}
     }
     this.fds.clear()
-    this.dirFds.clear()
+    this.dirFds.closeAll()
   }
 
   /**
@@ -422,26 +387,25 @@ export class Origin {
     if (!below) {
       this.statCache?.delete(p)
       this.xattrCache?.delete(p)
-      for (const map of [this.fds, this.dirFds]) {
-        const fd = map.get(p)
-        if (fd === undefined) continue
+      const fd = this.fds.get(p)
+      if (fd !== undefined) {
         try { fs.closeSync(fd) } catch {}
-        map.delete(p)
+        this.fds.delete(p)
       }
+      this.dirFds.forget(p, false)
       return
     }
     for (const map of [this.statCache, this.xattrCache]) {
       if (!map) continue
       for (const q of map.keys()) if (isWithin(q, p)) map.delete(q)
     }
-    for (const map of [this.fds, this.dirFds]) {
-      for (const [q, fd] of map) {
-        if (isWithin(q, p)) {
-          try { fs.closeSync(fd) } catch {}
-          map.delete(q)
-        }
+    for (const [q, fd] of this.fds) {
+      if (isWithin(q, p)) {
+        try { fs.closeSync(fd) } catch {}
+        this.fds.delete(q)
       }
     }
+    this.dirFds.forget(p, true)
   }
 }
 

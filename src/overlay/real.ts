@@ -1,12 +1,13 @@
 // Reading the real directory for plans, without ever following a symlink that is found in
-// it: every path is reached through the workspace's directory handle, and each ancestor is
-// checked with lstat first (an agent can plant `d -> /etc`; `d/f` must then not resolve).
+// it: every path is reached through a directory handle opened below the workspace's own
+// without following any symlink (Origin.dirHandle: an agent can plant `d -> /etc`; `d/f` must
+// then not resolve).
 import * as fs from 'node:fs'
 import { SEEK_DATA, SEEK_HOLE, native } from '../native/index.js'
 import { hashChunk, isZero, type ChunkStore } from '../store/chunks.js'
 import { CHUNK_SIZE, S_IFMT, chunkLen, fromNs, type Kind, type LiveEntry, type Meta, type Whiteout } from '../store/entries.js'
-import { kindOf, realXattrs, type Origin } from './origin.js'
-import { ancestors } from './paths.js'
+import { failedAt, kindOf, realXattrs, type Origin } from './origin.js'
+import { ancestorsDown, isWithin, parentOf } from './paths.js'
 import { openFile } from './nofollow.js'
 import { countBytes } from '../progress.js'
 
@@ -49,7 +50,7 @@ export function lstatReal (origin: Origin, p: string): RealState {
     path = origin.reach(p) // its directory reached without following a symlink, or an error
   } catch (err: any) {
     if (err.code !== 'ENOENT' && err.code !== 'ENOTDIR' && err.code !== 'ELOOP') throw err
-    return blocked(origin, p)
+    return blocked(origin, p, failedAt(err))
   }
   const st = fs.lstatSync(path, { bigint: true, throwIfNoEntry: false })
   if (!st) return ABSENT
@@ -64,9 +65,15 @@ export function lstatReal (origin: Origin, p: string): RealState {
   return out
 }
 
-/** p cannot be reached: absent, or (blockedBy) a file or symlink stands where an ancestor directory should. */
-function blocked (origin: Origin, p: string): RealState {
-  for (const a of [...ancestors(p)].reverse().slice(1)) { // outermost first, without '/'
+/**
+ * p cannot be reached: absent, or (blockedBy) a file or symlink stands where an ancestor
+ * directory should. `at`: the directory where reaching p stopped (failedAt); those above it
+ * were opened as directories, so the look starts there. It started at the top, after listing
+ * every ancestor: O(depth) strings and lstats per path, O(depth²) for a plan over a deep tree.
+ */
+function blocked (origin: Origin, p: string, at?: string): RealState {
+  const from = at !== undefined && at !== '/' && isWithin(parentOf(p), at) ? at : '/'
+  for (const a of ancestorsDown(p, from)) {
     let st: fs.Stats | undefined
     try {
       st = fs.lstatSync(origin.reach(a), { throwIfNoEntry: false })

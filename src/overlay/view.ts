@@ -10,6 +10,7 @@
 import { inoKey, isInoKey, type Entry, type Kind, type LiveEntry } from '../store/entries.js'
 import type { Origin, OriginStat } from './origin.js'
 import { baseName, isWithin, join, parentOf } from './paths.js'
+import { PathMap } from './path-map.js'
 
 /**
  * Where a path's state comes from. `key` is where that state lives in a layer: the path
@@ -46,9 +47,10 @@ export class View {
    * dirOriginPath of directories computed so far. Without it, resolving a path scanned all its
    * ancestors (O(depth) lookups of O(depth)-long keys): a 10,000-level tree took hours to
    * plan. Always closed upwards (a directory's ancestors are in it whenever it is), so a change
-   * at a path that is not in it cannot affect anything in it (`forgetOrigins`).
+   * at a path that is not in it cannot affect anything in it (`forgetOrigins`). A PathMap: its
+   * lookups are of new strings (parentOf), which V8 hashed in full every time.
    */
-  private readonly origins = new Map<string, string | null>()
+  private readonly origins = new PathMap<string | null>()
 
   constructor (origin: Origin) {
     this.origin = origin
@@ -260,7 +262,7 @@ export class View {
   /** Entry `old` at p becomes `e`: drop the computed origins at and below p if that moves them. */
   private forgetOrigins (p: string, old: Entry | undefined, e: Entry | undefined): void {
     if (!this.origins.has(p) || View.originEffect(old) === View.originEffect(e)) return
-    for (const q of this.origins.keys()) if (isWithin(q, p)) this.origins.delete(q)
+    for (const q of this.origins.paths()) if (isWithin(q, p)) this.origins.delete(q)
   }
 
   /** The inode record at key, if the view holds a live one. */

@@ -11,7 +11,7 @@
 // (so it stays in the history) and the pending turn's version wins.
 import { lstatReal } from '../overlay/real.js'
 import { realNames } from '../overlay/origin.js'
-import { ancestors, join } from '../overlay/paths.js'
+import { ancestors, belowAny, depth, join } from '../overlay/paths.js'
 import { resolvedType } from '../overlay/view.js'
 import type { Session } from '../session/session.js'
 import { encode, encodeEntry } from '../store/codec.js'
@@ -47,7 +47,8 @@ export async function absorbOutsideChanges (session: Session, opts: { force?: bo
       }
     }
   }
-  const conflicts = (p: string) => pendingPaths.has(p) || pendingAbove.has(p) || [...ancestors(p)].some(a => pendingPaths.has(a))
+  const belowPending = belowAny(pendingPaths)
+  const conflicts = (p: string) => pendingPaths.has(p) || pendingAbove.has(p) || belowPending(p)
   const drifted: string[] = []
   const baseOps: BatchOp[] = []
   for (const [p, f] of session.fingerprints) {
@@ -62,11 +63,15 @@ export async function absorbOutsideChanges (session: Session, opts: { force?: bo
     }
   }
   if (drifted.length === 0) return null
-  drifted.sort((a, b) => a.split('/').length - b.split('/').length || (a < b ? -1 : 1))
+  // By depth (a split per comparison was O(depth) strings, O(n log n) times), then by name.
+  const depths = new Map(drifted.map(p => [p, depth(p)]))
+  drifted.sort((a, b) => depths.get(a)! - depths.get(b)! || (a < b ? -1 : 1))
 
   const view = session.overlay.view
   const layer = new Map<string, Entry>()
   const covered = new Set<string>() // subtrees recorded whole
+  // Paths go by depth and each adds itself or what is below it: the memo stays right (belowAny).
+  const belowCovered = belowAny(covered)
   const note = (p: string) => session.setFingerprint(p, fingerprintOf(lstatReal(origin, p)))
   const recordTree = async (top: string): Promise<void> => {
     // Depth first with an explicit stack: a tree can be deeper than the call stack.
@@ -85,7 +90,7 @@ export async function absorbOutsideChanges (session: Session, opts: { force?: bo
   }
 
   for (const p of drifted) {
-    if ([...ancestors(p)].some(a => covered.has(a))) continue
+    if (belowCovered(p)) continue
     const st = lstatReal(origin, p)
     const cur = view.resolve(p)
     // Served from the real directory itself: the view shows the change already.

@@ -7,8 +7,8 @@
 // to it (link to a temporary name, renamed into place). Anchors stay until the plan has
 // committed (run.ts removes them), so a plan finished after a crash still finds them.
 import * as fs from 'node:fs'
-import { realNames, type Origin } from '../overlay/origin.js'
-import { ancestors, isSafePath, isWithin, join, parentOf } from '../overlay/paths.js'
+import { failedAt, realNames, type Origin } from '../overlay/origin.js'
+import { ancestorsDown, isSafePath, isWithin, join, parentOf } from '../overlay/paths.js'
 import { CpfsError, isCpfsError } from '../errors.js'
 import { isZero, type ChunkStore } from '../store/chunks.js'
 import { CHUNK_SIZE } from '../store/entries.js'
@@ -311,14 +311,18 @@ function removeReal (origin: Origin, root: string, ours?: Set<number>, keep?: Ke
  * only when that walk fails is the chain looked at name by name.
  */
 function ensureParents (origin: Origin, p: string): void {
+  let from = '/'
   try {
     origin.dirHandle(parentOf(p))
     return
   } catch (err: any) {
     if (err.code !== 'ENOENT' && err.code !== 'ENOTDIR' && err.code !== 'ELOOP') throw err
+    // Those above where the walk stopped were directories: start there, not at the top (every
+    // ancestor of every path was O(depth²) for a plan over a deep tree).
+    const at = failedAt(err)
+    if (at !== undefined && isWithin(parentOf(p), at)) from = at
   }
-  const chain = [...ancestors(p)].reverse().slice(1)
-  for (const a of chain) {
+  for (const a of ancestorsDown(p, from)) {
     const st = fs.lstatSync(origin.realPath(a), { throwIfNoEntry: false })
     if (st?.isDirectory()) continue
     if (st) fs.unlinkSync(origin.realPath(a))

@@ -13,7 +13,7 @@
 import * as fs from 'node:fs'
 import { CpfsError, isCpfsError } from '../errors.js'
 import { View, resolvedType, type Resolved } from '../overlay/view.js'
-import { ancestors, isSafePath, isWithin, join } from '../overlay/paths.js'
+import { belowAny, isSafePath, isWithin, join } from '../overlay/paths.js'
 import { realNames, type Origin } from '../overlay/origin.js'
 import { fingerprintDrift, fingerprintOf } from '../store/fingerprints.js'
 import type { Session, StackChange } from '../session/session.js'
@@ -397,8 +397,9 @@ async function rollBack (session: Session, j: Journal): Promise<void> {
   }
   for (const p of touched) session.setFingerprint(p, fingerprintOf(lstatReal(origin, p)))
   // What the roll-back made again below a directory (new inodes) is known as it is now too.
+  const below = belowAny(touched)
   for (const q of [...session.fingerprints.keys()]) {
-    if (!touched.has(q) && [...ancestors(q)].some(a => touched.has(a))) session.setFingerprint(q, fingerprintOf(lstatReal(origin, q)))
+    if (!touched.has(q) && below(q)) session.setFingerprint(q, fingerprintOf(lstatReal(origin, q)))
   }
   await writeFingerprints(session)
   await session.store.batch(await retireJournal(session.store), true)
