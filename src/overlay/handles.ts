@@ -72,8 +72,10 @@ export class DirHandles {
     // would cost O(depth) strings of O(depth) length per miss: O(depth²) in a deep tree
     // whose directories do not exist yet.
     let from: Kept | undefined
-    let up = parentOf(dir)
-    for (let i = 0; up !== '/' && i <= ANCESTORS_TRIED && !(from = this.find(up)); i++) up = parentOf(up)
+    for (let up = parentOf(dir), i = 0; up !== '/' && i <= ANCESTORS_TRIED; up = parentOf(up), i++) {
+      from = this.find(up)
+      if (from) break
+    }
     if (!from && dir.length > ANCHOR_SPAN) from = this.anchorFor(dir)
     return this.open(from, dir).fd
   }
