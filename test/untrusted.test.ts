@@ -175,7 +175,11 @@ if (fuseAvailable(t)) {
   })
 
   t.test('a symlink planted in an intermediate directory of the real tree is never followed by the mount', async t => {
-    const w = workspace(t, 'mkdir -p a/b && echo mine > a/b/f')
+    // With the watch of the real directory off: with it on, the swap is recorded as it happens
+    // and the mount shows `a` as the symlink it now is, which the kernel follows with the
+    // reader's own rights, as anywhere (an agent can make that symlink in the mount itself).
+    // What this checks is that the daemon's own reads never follow one.
+    const w = workspace(t, 'mkdir -p a/b && echo mine > a/b/f', { env: { CPFS_UNDERNEATH: 'off' } })
     const secret = join(w.ws, '..', 'root-only')
     fs.mkdirSync(join(secret, 'b'), { recursive: true, mode: 0o700 })
     fs.writeFileSync(join(secret, 'b', 'f'), 'ROOT SECRET\n', { mode: 0o600 })
@@ -190,7 +194,9 @@ if (fuseAvailable(t)) {
   })
 
   t.test('a real file swapped for a FIFO from outside never freezes the mount', async t => {
-    const w = workspace(t, 'echo data > f && echo other > g')
+    // With the watch off: with it on, the FIFO is recorded as it appears and the mount shows f
+    // as the FIFO it now is (test/underneath.test.ts); this checks the daemon's own opens.
+    const w = workspace(t, 'echo data > f && echo other > g', { env: { CPFS_UNDERNEATH: 'off' } })
     const outside = await realShell(t, w)
     w.ok('mount', w.ws, '--allow-other')
     w.run('stat f >/dev/null') // the mount has shown f as a regular file

@@ -87,11 +87,20 @@ export function formatStatus (s: StatusInfo): string {
     const rows = Object.entries(s.ops.counts).sort((a, b) => (s.ops!.ms[b[0]] ?? 0) - (s.ops!.ms[a[0]] ?? 0))
     for (const [op, n] of rows) lines.push([`  ${op}`, `${n} calls, ${(s.ops.ms[op] ?? 0).toFixed(0)} ms (${((s.ops.ms[op] ?? 0) * 1000 / n).toFixed(0)} µs each)`])
   }
+  if (s.underneath) lines.push(['underneath', describeWatch(s.underneath)])
   if (s.capturing) lines.push(['keeping', `the original bytes of ${s.capturing} big file${s.capturing === 1 ? '' : 's'} the mount changed are being read into the store`])
   if (s.spaceRefusedAt) lines.push(['space', `writes in the mount were refused for lack of space (last ${age(s.spaceRefusedAt)}): the store's disk is below the reserve; remove large files in the mount, or free space on the disk`])
   if (s.interrupted) lines.push(['plan', 'a plan to the real directory was interrupted; the next cpfs command that changes something (unmount, mount, rewind...) finishes it'])
   if (s.skipped.length) lines.push(['skipped', `the last plan left ${s.skipped.map(p => p.slice(1)).join(', ')} as another process wrote them`])
   return lines.map(([k, v]) => `${k.padEnd(10)} ${v}`).join('\n')
+}
+
+/** The watch of writes made underneath the mount, in one line. */
+function describeWatch (w: NonNullable<StatusInfo['underneath']>): string {
+  if (w.state !== 'watching' || !('dirs' in w)) return `not watched: ${w.why ?? 'unknown'}`
+  const marking = w.marked ? `watching ${w.dirs} director${w.dirs === 1 ? 'y' : 'ies'}` : `marking directories (${w.dirs} so far)`
+  const heard = w.recorded ? `; ${w.recorded} change${w.recorded === 1 ? '' : 's'} made there recorded${w.notKept ? ` (${w.notKept} without their earlier content)` : ''}` : ''
+  return `${marking}${heard}${w.missed ? '; some changes were not heard (too many at once)' : ''}`
 }
 
 /** What `cpfs unmount` did, in one line; without a mount it says what it did instead. */

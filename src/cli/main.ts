@@ -93,6 +93,11 @@ const commands: Record<string, Command> = {
         out(String(info.head))
         if (info.outside) note(`cpfs: ${info.outside.paths} path${info.outside.paths === 1 ? '' : 's'} changed outside cpfs since it last saw ${info.outside.paths === 1 ? 'it' : 'them'}: recorded as turn ${info.outside.turn} (cpfs diff ${info.outside.turn})`)
         note(`cpfs: mounted ${info.workspace} at turn ${info.head}${info.recovered ? ' (finished an interrupted plan first)' : ''}; cd into it again to see the mount`)
+        // Said whether or not stderr is a terminal: these are warnings, not chatter.
+        const { underneathLines } = await import('../holders.js')
+        for (const line of underneathLines(info.underneath, info.workspace)) process.stderr.write(line + '\n')
+        // Without the watch: a warning when someone is underneath, else a note for a terminal.
+        if (info.watch.state !== 'watching') (info.underneath.length ? (l: string) => process.stderr.write(l + '\n') : note)(`cpfs: ${info.watch.why}`)
       }
       if (f.foreground) await new Promise(() => {}) // the daemon keeps the process alive until it unmounts
       return 0
@@ -345,7 +350,7 @@ const commands: Record<string, Command> = {
         r = await showingProgress(Boolean(f.json), async () => (await lib()).unmount({ ...t, discard: Boolean(f.discard), force: Boolean(f.force) }))
       } catch (err) {
         if (!isCpfsError(err) || err.code !== 'MOUNT_BUSY') throw err
-        const { holdersOf, describeHolders, busyHint } = await import('./holders.js')
+        const { holdersOf, describeHolders, busyHint } = await import('../holders.js')
         const holders = holdersOf(t.dir!)
         if (holders.length === 0) throw err
         throw new CpfsError('MOUNT_BUSY', `${t.dir} is busy: ${describeHolders(holders)}`, busyHint(holders, t.dir!))

@@ -8,7 +8,7 @@ import { isAbsolute, join, relative, resolve } from 'node:path'
 import { call, PING_TIMEOUT_MS, type CallOptions } from './client.js'
 import type { Request } from './protocol.js'
 import { CpfsError, isCpfsError } from '../errors.js'
-import type { StatusInfo } from '../api.js'
+import type { WatchInfo, WatchStatus } from '../daemon/underneath.js'
 import { normaliseUserPath } from '../overlay/paths.js'
 import { dirBytes, locateWorkspace, type Location } from '../store/locate.js'
 import { mountAt, mountHolding, stateDirOf, type MountEntry } from '../workspaces.js'
@@ -80,10 +80,37 @@ export async function callDaemon (loc: Location, req: Request, opts?: CallOption
   }
 }
 
+/** What `cpfs status` reports (api.status), mounted or not. */
+export interface StatusInfo {
+  workspace: string
+  mounted: boolean
+  stale: boolean
+  pid: number | null
+  head: number | null
+  turns: number
+  pending: number
+  redo: number
+  store: string
+  storeBytes: number
+  /** Paths the last plan left alone because another process changed them meanwhile. */
+  skipped: string[]
+  /** When a write in the mount was last refused because the store's disk is below the reserve (ms). */
+  spaceRefusedAt?: number
+  /** Mounted: big real files whose original bytes are being read into the store. */
+  capturing?: number
+  /** A plan to the real directory was interrupted; the next command that changes something finishes it. */
+  interrupted?: boolean
+  /** Mounted: FUSE operations answered since the mount (or the last reset), time spent, and a histogram of handler times. */
+  ops?: { counts: Record<string, number>, ms: Record<string, number>, hist?: number[] }
+  /** Mounted: the watch of writes made underneath the mount (daemon/underneath.ts). */
+  underneath?: WatchStatus | WatchInfo
+}
+
 /** Status of a mounted workspace from its daemon's answer. */
 export function statusFromDaemon (loc: Location, s: any, storeBytes = dirBytes(loc.store)): StatusInfo {
   const out: StatusInfo = { workspace: loc.workspace, mounted: true, stale: false, pid: s.pid, head: s.head, turns: s.turns, pending: s.pending, redo: s.redo, store: loc.store, storeBytes, skipped: s.skipped, ops: s.ops }
   if (s.spaceRefusedAt) out.spaceRefusedAt = s.spaceRefusedAt
+  if (s.underneath) out.underneath = s.underneath
   return out
 }
 

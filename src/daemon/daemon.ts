@@ -20,6 +20,8 @@ import { WatcherEvents, type Before } from './watchers.js'
 import { applyStack, noteUnseenChanges, recover } from '../plans/run.js'
 import { phase } from '../progress.js'
 import { absorbOutsideChanges } from '../plans/absorb.js'
+import { Underneath, watchWanted, type WatchInfo } from './underneath.js'
+import { native } from '../native/index.js'
 import { freezeOrigin } from '../plans/freeze.js'
 import { cutPaths, diffTurns, logWithLines, previewRewind } from '../plans/preview.js'
 import { forkView } from '../plans/fork.js'
@@ -42,6 +44,26 @@ export interface ReadyInfo {
   recovered: boolean
   /** Paths changed outside cpfs since it last saw them, recorded as this turn before mounting. */
   outside?: { turn: number, paths: number }
+  /** The watch of writes made underneath the mount (daemon/underneath.ts). */
+  watch: WatchInfo
+}
+
+/**
+ * The daemon's own way to the real directory: where the watch of writes made underneath the
+ * mount will run (daemon/underneath.ts), a private clone of the directory's mount, which the
+ * watch exempts as a whole — otherwise each of the daemon's own opens of a real file raises a
+ * permission event its thread must answer (1.35× the time of a first read of 5,000 files,
+ * bench/underneath.mjs). Else, or if the clone fails, the directory itself.
+ */
+function ownWayDown (realFd: number): { fd: number, own: boolean } {
+  if (!watchWanted()) return { fd: realFd, own: false }
+  try {
+    const fd = native.openTreeClone(realFd)
+    fs.closeSync(realFd)
+    return { fd, own: true }
+  } catch {
+    return { fd: realFd, own: false }
+  }
 }
 
 export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) => void): Promise<void> {
@@ -51,7 +73,7 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
     // A mount whose daemon died (kill -9): detach it so the real directory is reachable.
     await unmountPath(loc.workspace, true)
   }
-  const dirFd = fs.openSync(loc.workspace, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY)
+  const { fd: dirFd, own } = ownWayDown(fs.openSync(loc.workspace, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY))
   let session: Session
   try {
     session = await Session.open({ storePath: loc.store, workspace: loc.workspace, dirFd, create: true })
@@ -170,6 +192,11 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
       await invalidate(before)
     }
   }
+  // Writes made underneath the mount, by processes that were in the directory before it.
+  const underneath = Underneath.start(session, loc.workspace, dirFd, own, async (fn) => { await withInvalidation(fn) })
+  const watchInfo: WatchInfo = underneath instanceof Underneath ? { state: 'watching' } : underneath
+  if (watchInfo.why) process.stderr.write(`cpfs daemon: ${watchInfo.why}\n`)
+
   const pidFile = join(loc.dir, 'daemon.pid')
   fs.writeFileSync(pidFile, String(process.pid) + '\n', { mode: 0o600 })
 
@@ -188,6 +215,7 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
     // when much was written just before.
     const unmounting = phase('unmounting', 'steps')
     try {
+      if (underneath instanceof Underneath) await underneath.flush()
       await watch.drain()
       await session.flushAll(true)
       // The mount may be gone already (umount -l, fusermount -u -z): nothing to unmount then.
@@ -206,6 +234,9 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
     } finally {
       unmounting.end()
     }
+    // Nothing reaches the real directory past the mount any more than through it now: what was
+    // changed underneath until the unmount is recorded, and the plan runs on it.
+    if (underneath instanceof Underneath) await underneath.stop()
     ch.stop()
     await session.quiesce() // no background capture while the plan runs
     session.origin.cacheReal(false) // plans see the real directory as it is now
@@ -241,7 +272,7 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
     if (closing && req.cmd !== 'ping') throw new CpfsError('BUSY', 'the mount is shutting down', 'wait for cpfs unmount to finish')
     switch (req.cmd) {
       case 'ping': return { pid: process.pid }
-      case 'status': return { ...session.status(), mounted: true, pid: process.pid, ops: ch.stats, nodes: ops.nodes.size }
+      case 'status': return { ...session.status(), mounted: true, pid: process.pid, ops: ch.stats, nodes: ops.nodes.size, underneath: underneath instanceof Underneath ? underneath.status() : watchInfo }
       case 'reset-stats': ch.stats = newStats(); return null
       case 'turn': return { head: await session.turn({ message: a.message as string | undefined, prompt: a.prompt as string | undefined, id: a.id as string | undefined }) }
       case 'log': return cutPaths(await logWithLines(session, Boolean(a.lines)), typeof a.paths === 'number' ? a.paths : undefined)
@@ -284,5 +315,5 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
   process.on('SIGINT', () => onSignal('SIGINT'))
   process.on('SIGHUP', () => onSignal('SIGHUP'))
 
-  ready({ pid: process.pid, head: session.head, workspace: loc.workspace, store: loc.store, recovered, ...(outside ? { outside } : {}) })
+  ready({ pid: process.pid, head: session.head, workspace: loc.workspace, store: loc.store, recovered, watch: watchInfo, ...(outside ? { outside } : {}) })
 }

@@ -34,6 +34,8 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include "underneath.h"
+
 extern char **environ;
 
 #define MAX_SAFE_INT 9007199254740991LL /* 2^53 - 1: the largest integer a JS number holds exactly */
@@ -1110,5 +1112,6 @@ NAPI_MODULE_INIT () {
 #undef F
   TRY(napi_define_properties(env, exports, sizeof fns / sizeof fns[0], fns));
   if (!add_constants(env, exports)) return NULL;
+  if (!underneath_register(env, exports)) return NULL;
   return exports;
 }

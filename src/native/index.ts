@@ -17,6 +17,24 @@ import { CpfsError } from '../errors.js'
 /** Opaque: what pollStart returns and pollStop takes. */
 export type PollHandle = object
 
+/** Opaque: what underneathStart returns. */
+export type UnderneathHandle = object
+
+/**
+ * What the fanotify thread heard: 'open' (held until underneathAllow; path is absolute),
+ * 'change' (dir: the directory's handle in hex, name: the entry; mask: FAN_* bits), 'overflow'
+ * (events were lost), 'timeout' (a held open was let go before JavaScript answered).
+ */
+export interface UnderneathEvent {
+  kind: 'open' | 'change' | 'overflow' | 'timeout'
+  mask: number
+  pid: number
+  id: number
+  path?: string
+  dir?: string
+  name?: string
+}
+
 /** The values of the C headers the addon was built with (the tests check the exports below against them). */
 export interface NativeConstants {
   readonly O_RDONLY: number; readonly O_WRONLY: number; readonly O_RDWR: number
@@ -103,6 +121,21 @@ export interface Native {
   syncfs (fd: number): void
   /** uid or gid -1 leaves it unchanged; flags may be AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH. */
   fchownat (dirFd: number, name: string, uid: number, gid: number, flags: number): void
+
+  // --- fanotify on the real directory under the mount (underneath.c; root only)
+  /** Two fanotify groups and the thread that reads them; onReady is called when events wait (drain them). */
+  underneathStart (onReady: () => void, timeoutMs: number): UnderneathHandle
+  /** Marks directory rel below dirFd ('' for dirFd itself); returns its file handle in hex, as change events name it. */
+  underneathMark (handle: UnderneathHandle, dirFd: number, rel: string): string
+  underneathDrain (handle: UnderneathHandle): UnderneathEvent[]
+  /** Lets a held open go on; false when the thread had let it go already (timeout). */
+  underneathAllow (handle: UnderneathHandle, id: number): boolean
+  /** Ends the thread, lets every held open go on, closes the groups. */
+  underneathStop (handle: UnderneathHandle): void
+  /** A private clone of the mount dirFd is on, with the mounts below it (open_tree OPEN_TREE_CLONE|AT_RECURSIVE); root only. */
+  openTreeClone (dirFd: number): number
+  /** Opens through the mount of treeFd (a clone) raise no permission event in this watch. */
+  underneathIgnoreMount (handle: UnderneathHandle, treeFd: number): void
 
   // --- the request path (no Stats objects, BigInts or allocations)
   /**

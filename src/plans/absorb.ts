@@ -24,10 +24,23 @@ import { realEntry } from '../overlay/real.js'
 export interface Absorbed {
   turn: number
   paths: string[]
+  /** The turn's layer id. */
+  layer: number
+}
+
+export interface AbsorbOptions {
+  force?: boolean
+  only?: (p: string) => boolean
+  /**
+   * While mounted (daemon/underneath.ts): the message of the turn, the layer of a turn this
+   * recorded before, to extend while it is still the last one the real directory holds, and
+   * the batch goes after every batch the mount queued before it (Session.commitLive).
+   */
+  live?: { message: string, into?: number }
 }
 
 /** Record outside changes as a turn; null when there were none. */
-export async function absorbOutsideChanges (session: Session, opts: { force?: boolean, only?: (p: string) => boolean } = {}): Promise<Absorbed | null> {
+export async function absorbOutsideChanges (session: Session, opts: AbsorbOptions = {}): Promise<Absorbed | null> {
   const origin = session.origin
   const meta = session.meta
   let cp = 0
@@ -35,10 +48,13 @@ export async function absorbOutsideChanges (session: Session, opts: { force?: bo
   // Paths the pending turns change, and their ancestors: a drifted path among them conflicts.
   const pendingPaths = new Set<string>()
   const pendingAbove = new Set<string>()
+  // Pending entries that hide the real paths below them (a file, an emptied or moved directory).
+  const pendingHiding = new Set<string>()
   for (const id of meta.stack.slice(cp)) {
-    for (const p of session.layers.get(id)?.keys() ?? []) {
+    for (const [p, e] of session.layers.get(id) ?? []) {
       if (isInoKey(p)) continue
       pendingPaths.add(p)
+      if (e.t !== 'd' || e.opaque === 1 || e.redirect !== undefined) pendingHiding.add(p)
       // An ancestor already there has its own ancestors there too: stop (all of them for every
       // path of a 10,000-level tree was 10^8 strings of 10^4 characters, at every mount).
       for (const a of ancestors(p)) {
@@ -48,7 +64,16 @@ export async function absorbOutsideChanges (session: Session, opts: { force?: bo
     }
   }
   const belowPending = belowAny(pendingPaths)
-  const conflicts = (p: string) => pendingPaths.has(p) || pendingAbove.has(p) || belowPending(p)
+  // Below a directory a pending turn changed: offline, any change of it counts; while mounted,
+  // only an entry that hides the real paths below it (a file, a directory emptied and made
+  // again, or moved): the mount's root is in the head as soon as the first file is made in it.
+  const hidden = opts.live
+    ? (p: string) => {
+        for (const a of ancestors(p)) if (pendingHiding.has(a)) return true
+        return false
+      }
+    : belowPending
+  const conflicts = (p: string) => pendingPaths.has(p) || pendingAbove.has(p) || hidden(p)
   const drifted: string[] = []
   const baseOps: BatchOp[] = []
   for (const [p, f] of session.fingerprints) {
@@ -141,9 +166,14 @@ export async function absorbOutsideChanges (session: Session, opts: { force?: bo
     layer.set(r.key, rec)
   }
 
+  const write = (ops: BatchOp[]) => opts.live ? session.commitLive(ops) : session.syncBatch(ops)
   if (layer.size === 0) {
-    await session.store.batch(baseOps.concat(session.fingerprintOps()), true)
+    await write(baseOps.concat(session.fingerprintOps()))
     return null
+  }
+  const into = opts.live?.into
+  if (into !== undefined && meta.applied.at(-1) === into && meta.stack[meta.applied.length - 1] === into && meta.stack.length > meta.applied.length) {
+    return await extend(session, into, layer, baseOps, opts.live!.message, write)
   }
   // One new sealed turn right after what the real directory holds (it holds this one too).
   // (A history from cpfs 0.1 may count its head as applied: seal it first.)
@@ -153,7 +183,7 @@ export async function absorbOutsideChanges (session: Session, opts: { force?: bo
   const id = meta.nextLayer++
   const now = Date.now()
   const paths = [...layer.keys()]
-  const rec: TurnRecord = { layer: id, openedAt: now, sealedAt: now, message: `changes made outside cpfs (${paths.length} path${paths.length === 1 ? '' : 's'})${opts.only ? ', only refreshed, replaced' : opts.force ? ', replaced by --force' : ''}` }
+  const rec: TurnRecord = { layer: id, openedAt: now, sealedAt: now, message: opts.live?.message ?? `changes made outside cpfs (${paths.length} path${paths.length === 1 ? '' : 's'})${opts.only ? ', only refreshed, replaced' : opts.force ? ', replaced by --force' : ''}` }
   for (const [p, e] of layer) ops.push({ type: 'put', key: entryKey(id, p), value: encodeEntry(e) })
   ops.push({ type: 'put', key: turnKey(id), value: encode(rec) })
   session.layers.set(id, layer)
@@ -164,7 +194,30 @@ export async function absorbOutsideChanges (session: Session, opts: { force?: bo
   if (!opts.only) meta.redo = []
   for (const op of session.fingerprintOps()) ops.push(op) // no push(...): it can be 100,000s
   ops.push(session.store.metaOp())
-  await session.syncBatch(ops)
+  await write(ops)
   session.reload()
-  return { turn: cp + 1, paths }
+  return { turn: cp + 1, paths, layer: id }
+}
+
+/**
+ * More changes made underneath the mount, added to the turn that recorded the last ones: the
+ * real directory holds that turn (it is the last one applied) and now these too, so the turn
+ * still says what the real directory holds. One turn per session, not one per change heard.
+ */
+async function extend (session: Session, id: number, layer: Map<string, Entry>, baseOps: BatchOp[], message: string, write: (ops: BatchOp[]) => Promise<void>): Promise<Absorbed> {
+  const own = session.layers.get(id) ?? await session.store.loadLayer(id)
+  const ops = baseOps.slice()
+  for (const [p, e] of layer) {
+    own.set(p, e)
+    ops.push({ type: 'put', key: entryKey(id, p), value: encodeEntry(e) })
+  }
+  session.layers.set(id, own)
+  const rec: TurnRecord = { ...session.store.turnRecord(id), sealedAt: Date.now(), message }
+  ops.push({ type: 'put', key: turnKey(id), value: encode(rec) })
+  session.meta.redo = []
+  for (const op of session.fingerprintOps()) ops.push(op)
+  ops.push(session.store.metaOp())
+  await write(ops)
+  session.reload()
+  return { turn: session.meta.stack.indexOf(id) + 1, paths: [...layer.keys()], layer: id }
 }

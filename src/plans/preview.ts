@@ -4,6 +4,7 @@
 import { CpfsError, isCpfsError } from '../errors.js'
 import { isWithin } from '../overlay/paths.js'
 import type { Session, TurnInfo } from '../session/session.js'
+import { underneathOf } from '../store/underneath.js'
 import { describeChanges, totals, type Change } from './changes.js'
 import { planViews, touchedPaths } from './planner.js'
 import { findDrift, layersOf, realToStack, viewOf } from './run.js'
@@ -107,12 +108,18 @@ export async function logWithLines (session: Session, lines: boolean): Promise<T
   const all = await turnChanges(session)
   // Bytes of the paths counted as changed only, so that the columns agree with each other.
   const turns = session.log(all.map(changes => new Set(changes.flatMap(c => c.from === undefined ? [c.path] : [c.path, c.from]))))
-  return turns.map((t, i) => ({
-    ...t,
-    files: all[i].length,
-    changes: all[i].map(c => ({ path: c.path, change: c.change })),
-    ...totals(all[i])
-  }))
+  const out: TurnInfo[] = []
+  for (const [i, t] of turns.entries()) {
+    const under = await underneathOf(session.store, t.layer)
+    out.push({
+      ...t,
+      files: all[i].length,
+      changes: all[i].map(c => ({ path: c.path, change: c.change })),
+      ...totals(all[i]),
+      ...(under.count ? { underneath: under } : {})
+    })
+  }
+  return out
 }
 
 /** Keep at most `paths` of each turn's listed paths (`files` still counts them all). */

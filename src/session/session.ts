@@ -24,6 +24,7 @@ import { fingerprintDrift, fingerprintOf, type Fingerprint, type RealStat } from
 import { lstatReal, realContentSteps, realEntry } from '../overlay/real.js'
 import { parentOf } from '../overlay/paths.js'
 import { checkId, displayLine, neutralise } from './labels.js'
+import type { UnderneathWrite } from '../store/underneath.js'
 
 /**
  * Labels of a turn record. `prompt`: what the turn was opened for (the hook's prompt, exec's
@@ -62,6 +63,8 @@ export interface TurnInfo {
   /** Lines added and removed in text files (cpfs log; not computed for hooks). */
   insertions?: number
   deletions?: number
+  /** Changes made underneath the mount that this turn holds: how many, and who made the first (store/underneath.ts). */
+  underneath?: { count: number, first: UnderneathWrite[] }
 }
 
 /** An offline restore, prepared (Session.prepareRestore): the target view, and the history change made when it is committed. */
@@ -706,6 +709,17 @@ export class Session {
     }
   }
 
+  /**
+   * syncBatch while mounted: after every batch the mount queued before it (a metadata record
+   * of theirs landing later would undo this one's), with every queued chunk.
+   */
+  async commitLive (ops: BatchOp[]): Promise<void> {
+    await this.persist(false)
+    const { hexes } = this.chunks.drain(ops)
+    this.metaDirty = false
+    await this.submit(ops, hexes, 0, true)
+  }
+
   /** Chunks (hex) of failed batches, waiting in retryOps. */
   private retryHexes: string[] = []
 
@@ -1039,6 +1053,12 @@ export class Session {
     this.onViewChange?.(touched)
     await this.flushAll(true)
     return { turn, paths }
+  }
+
+  /** Store ops with the next batch, now: durable against kill -9 of the daemon when this returns. */
+  async storeNow (ops: BatchOp[]): Promise<void> {
+    for (const op of ops) this.retryOps.push(op)
+    await this.persist(false)
   }
 
   /**

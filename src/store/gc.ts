@@ -46,6 +46,12 @@ export async function collectGarbage (store: Store): Promise<GcResult> {
     }
   }
   for await (const [, value] of store.entries({ gte: 'b', lt: prefixEnd('b') })) addRefs(decodeEntry(value), live)
+  // Who changed what underneath the mount, for layers that are gone.
+  for await (const [key] of store.entries({ gte: 'u', lt: prefixEnd('u') })) {
+    if (liveLayers.has(Number(key.slice(1, 11)))) continue
+    ops.push({ type: 'del', key })
+    if (ops.length >= 1000) await flush()
+  }
   for await (const [key] of store.entries({ gte: 't', lt: prefixEnd('t') })) {
     const layer = Number(key.slice(1))
     if (!liveLayers.has(layer)) {

@@ -9,6 +9,9 @@
 //   j                 the journal of a plan in progress (its header: plans/journal.ts)
 //   J<index>          the parts of that journal (operations, expectations, fingerprints)
 //   w                 the last write-ahead-log record LevelDB holds (wal.ts)
+//   u<layer><seq>     a change made underneath the mount by another process while that layer
+//                     was the head: who, when, whether its earlier content was kept
+//                     (daemon/underneath.ts)
 
 export const META_KEY = 'm'
 export const JOURNAL_KEY = 'j'
@@ -27,6 +30,14 @@ export function entryKey (layer: number, path: string): string {
 
 export function entryPrefix (layer: number): string {
   return 'e' + layerId(layer)
+}
+
+export function underneathKey (layer: number, seq: number): string {
+  return 'u' + layerId(layer) + seq.toString().padStart(16, '0')
+}
+
+export function underneathPrefix (layer: number): string {
+  return 'u' + layerId(layer)
 }
 
 export function baseKey (path: string): string {

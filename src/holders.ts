@@ -47,13 +47,19 @@ function ancestry (): Set<number> {
   return out
 }
 
-/** The processes that hold something inside the mount at `mountPoint`. */
-export function holdersOf (mountPoint: string): Holder[] {
-  let dev: number
-  try {
-    dev = fs.statSync(mountPoint).dev
-  } catch {
-    return []
+/**
+ * The processes that hold something inside the mount at `mountPoint`, or, with `dev` the
+ * device of the directory underneath (read before mounting), inside that directory: a shell
+ * or an agent whose cwd was there before the mount still reaches the real files, past cpfs.
+ * `except`: pids left out (the daemon, which holds the real directory on purpose).
+ */
+export function holdersOf (mountPoint: string, dev?: number, except: number[] = []): Holder[] {
+  if (dev === undefined) {
+    try {
+      dev = fs.statSync(mountPoint).dev
+    } catch {
+      return []
+    }
   }
   const inside = (p: string | null): p is string => p !== null && (p === mountPoint || p.startsWith(mountPoint + '/'))
   const mine = ancestry()
@@ -61,13 +67,13 @@ export function holdersOf (mountPoint: string): Holder[] {
   for (const name of fs.readdirSync('/proc')) {
     if (!/^\d+$/.test(name)) continue
     const pid = Number(name)
-    if (pid === process.pid) continue // the CLI has left the mount before unmounting
+    if (pid === process.pid || except.includes(pid)) continue // the CLI has left the mount before unmounting
     const base = `/proc/${pid}`
     const cwd = readlink(`${base}/cwd`)
     let what: string | null = null
-    if (inside(cwd) && onDevice(`${base}/cwd`, dev)) what = `cwd ${cwd}`
-    else if (inside(readlink(`${base}/root`)) && onDevice(`${base}/root`, dev)) what = 'its root'
-    else if (inside(readlink(`${base}/exe`)) && onDevice(`${base}/exe`, dev)) what = `runs ${readlink(`${base}/exe`)}`
+    if (inside(cwd) && onDevice(`${base}/cwd`, dev!)) what = `cwd ${cwd}`
+    else if (inside(readlink(`${base}/root`)) && onDevice(`${base}/root`, dev!)) what = 'its root'
+    else if (inside(readlink(`${base}/exe`)) && onDevice(`${base}/exe`, dev!)) what = `runs ${readlink(`${base}/exe`)}`
     else {
       let fds: string[] = []
       try {
@@ -75,7 +81,7 @@ export function holdersOf (mountPoint: string): Holder[] {
       } catch {}
       for (const fd of fds) {
         const target = readlink(`${base}/fd/${fd}`)
-        if (inside(target) && onDevice(`${base}/fd/${fd}`, dev)) {
+        if (inside(target) && onDevice(`${base}/fd/${fd}`, dev!)) {
           what = `has ${target} open`
           break
         }
@@ -112,4 +118,21 @@ export function busyHint (holders: Holder[], dir: string): string {
   const others = holders.some(h => !h.caller)
   const todo = mine && others ? `cd out of ${dir} and close the other processes` : mine ? `cd out of ${dir} first` : 'close what uses it'
   return `${todo}, then run cpfs unmount ${dir} again; nothing was changed`
+}
+
+/**
+ * What `cpfs mount` says of the processes left underneath the new mount: who they are, and
+ * what to do — for the caller's own shell, one line (cd again).
+ */
+export function underneathLines (holders: Holder[], dir: string): string[] {
+  if (holders.length === 0) return []
+  const lines: string[] = []
+  const mine = holders.filter(h => h.caller)
+  const others = holders.filter(h => !h.caller)
+  if (mine.length) lines.push(`cpfs: your shell is still in the directory underneath the mount: run cd "$PWD" (or cd ${dir}) to work in the mount`)
+  if (others.length) {
+    lines.push(`cpfs: ${others.length === 1 ? '1 process still reaches' : `${others.length} processes still reach`} the real files underneath the mount, past cpfs: ${describeHolders(others)}`)
+    lines.push('cpfs: their writes change the real directory directly; restart them from inside the mount (or cd into it again)')
+  }
+  return lines
 }
