@@ -12,7 +12,7 @@
 import * as fs from 'node:fs'
 import { native, type UnderneathEvent, type UnderneathHandle } from '../native/index.js'
 import { depth, join } from '../overlay/paths.js'
-import { keepBeforeOpen, noteMade } from '../session/underneath.js'
+import { keepBeforeOpen, keepMoved, noteMade } from '../session/underneath.js'
 import { underneathOps, type UnderneathWrite } from '../store/underneath.js'
 import { absorbOutsideChanges, type Absorbed } from '../plans/absorb.js'
 import { lstatReal } from '../overlay/real.js'
@@ -168,6 +168,7 @@ export class Underneath {
     for (const ev of events) {
       if (ev.kind === 'open') this.onOpen(ev)
       else if (ev.kind === 'change') this.onChange(ev)
+      else if (ev.kind === 'rename') this.onRename(ev)
       else if (ev.kind === 'overflow') {
         if (!this.missed) process.stderr.write(`cpfs daemon: ${new Date().toISOString()} too many changes underneath the mount at once: some were not heard (the session's end still finds them by fingerprint)\n`)
         this.missed = true
@@ -208,6 +209,27 @@ export class Underneath {
     // (git checkout removes and writes files it never opens: the new file is all that is left).
     if ((ev.mask & (FAN_DELETE | FAN_MOVED_FROM)) && this.session.origin.servedByReal(p) && !this.session.fingerprints.has(p)) this.lost.add(p)
     if (ev.mask & (FAN_MODIFY | FAN_ATTRIB | FAN_CLOSE_WRITE | FAN_MOVED_FROM | FAN_MOVED_TO | FAN_CREATE | FAN_DELETE)) this.note(p, made, ev.pid, (ev.mask & FAN_ONDIR) !== 0)
+  }
+
+  /**
+   * Both names of a file moved underneath (the moves themselves also come as changes): one
+   * cpfs had not kept is kept from its new place, so a rewind can put it back (keepMoved).
+   */
+  private onRename (ev: UnderneathEvent): void {
+    const fromDir = this.dirs.get(ev.dir ?? '')
+    const toDir = this.dirs.get(ev.dir2 ?? '')
+    if (fromDir === undefined || toDir === undefined || ev.name === undefined || ev.name2 === undefined || (ev.mask & FAN_ONDIR)) return
+    const from = join(fromDir, ev.name)
+    const to = join(toDir, ev.name2)
+    this.chain = this.chain.then(async () => {
+      try {
+        if (!await keepMoved(this.session, from, to, this.since)) return
+        this.lost.delete(from)
+        this.note(to, true, ev.pid)
+      } catch (err: any) {
+        process.stderr.write(`cpfs daemon: ${new Date().toISOString()} cannot keep ${from.slice(1)}, moved underneath the mount to ${to.slice(1)}: ${err?.message ?? err}\n`)
+      }
+    })
   }
 
   /** Paths removed underneath before cpfs had their content (see onChange). */

@@ -22,17 +22,21 @@ export type UnderneathHandle = object
 
 /**
  * What the fanotify thread heard: 'open' (held until underneathAllow; path is absolute),
- * 'change' (dir: the directory's handle in hex, name: the entry; mask: FAN_* bits), 'overflow'
- * (events were lost), 'timeout' (a held open was let go before JavaScript answered).
+ * 'change' (dir: the directory's handle in hex, name: the entry; mask: FAN_* bits), 'rename'
+ * (a move, with both places), 'overflow' (events were lost), 'timeout' (a held open was let go
+ * before JavaScript answered).
  */
 export interface UnderneathEvent {
-  kind: 'open' | 'change' | 'overflow' | 'timeout'
+  kind: 'open' | 'change' | 'overflow' | 'timeout' | 'rename'
   mask: number
   pid: number
   id: number
   path?: string
   dir?: string
   name?: string
+  /** 'rename': the new directory (handle) and name; dir and name are the old ones. */
+  dir2?: string
+  name2?: string
 }
 
 /** The values of the C headers the addon was built with (the tests check the exports below against them). */

@@ -33,15 +33,16 @@
 
 #include "underneath.h"
 
-enum { EV_OPEN = 1, EV_CHANGE = 2, EV_OVERFLOW = 3, EV_TIMEOUT = 4 };
+enum { EV_OPEN = 1, EV_CHANGE = 2, EV_OVERFLOW = 3, EV_TIMEOUT = 4, EV_RENAME = 5 };
 
 typedef struct {
   int kind;
   uint64_t mask;
   int pid;
   uint32_t id;
-  char *where; // EV_OPEN: the file's path; EV_CHANGE: the directory's handle, in hex
-  char *name;  // EV_CHANGE: the entry's name ("." for the directory itself)
+  char *where; // EV_OPEN: the file's path; EV_CHANGE, EV_RENAME: the directory's handle, in hex
+  char *name;  // EV_CHANGE: the entry's name ("." for the directory itself); EV_RENAME: the old name
+  char *where2, *name2; // EV_RENAME: the new directory and name
 } Event;
 
 typedef struct {
@@ -84,7 +85,7 @@ static void push (Under *u, Event ev) {
   if (u->nqueue == u->capqueue) {
     size_t cap = u->capqueue ? u->capqueue * 2 : 64;
     Event *q = realloc(u->queue, cap * sizeof *q);
-    if (!q) { free(ev.where); free(ev.name); return; }
+    if (!q) { free(ev.where); free(ev.name); free(ev.where2); free(ev.name2); return; }
     u->queue = q;
     u->capqueue = cap;
   }
@@ -126,7 +127,7 @@ static void read_perm (Under *u) {
       }
       uint32_t id = ++u->next_id;
       u->held[u->nheld++] = (Held){ id, m->fd, now_ms() };
-      push(u, (Event){ EV_OPEN, m->mask, m->pid, id, fd_path(m->fd), NULL });
+      push(u, (Event){ EV_OPEN, m->mask, m->pid, id, fd_path(m->fd), NULL, NULL, NULL });
       pthread_mutex_unlock(&u->mu);
     }
   }
@@ -156,46 +157,47 @@ static void read_notes (Under *u) {
       if (m->fd >= 0) close(m->fd); // not with FID reporting, but never leak one
       if (m->mask & FAN_Q_OVERFLOW) {
         pthread_mutex_lock(&u->mu);
-        push(u, (Event){ EV_OVERFLOW, m->mask, 0, 0, NULL, NULL });
+        push(u, (Event){ EV_OVERFLOW, m->mask, 0, 0, NULL, NULL, NULL, NULL });
         pthread_mutex_unlock(&u->mu);
         continue;
       }
       if (m->pid == u->self) continue;
-      // Info records follow the metadata: the one we asked for names the parent directory
-      // (fsid, file handle) and the entry.
+      // Info records follow the metadata: the parent directory (fsid, file handle) and the
+      // entry's name; a rename (FAN_RENAME) has two, the old and the new.
+      char *dirs[2] = { NULL, NULL }, *names[2] = { NULL, NULL };
       char *p = (char *)m + m->metadata_len, *end = (char *)m + m->event_len;
       while (p + sizeof(struct fanotify_event_info_header) <= end) {
         struct fanotify_event_info_header *h = (struct fanotify_event_info_header *)p;
         if (h->len == 0 || p + h->len > end) break;
-        if (h->info_type == FAN_EVENT_INFO_TYPE_DFID_NAME) {
+        int slot = h->info_type == FAN_EVENT_INFO_TYPE_NEW_DFID_NAME ? 1
+          : h->info_type == FAN_EVENT_INFO_TYPE_DFID_NAME || h->info_type == FAN_EVENT_INFO_TYPE_OLD_DFID_NAME ? 0 : -1;
+        if (slot >= 0 && !dirs[slot]) {
           struct fanotify_event_info_fid *fid = (struct fanotify_event_info_fid *)h;
           struct file_handle *fh = (struct file_handle *)fid->handle;
-          const char *name = (const char *)fh + sizeof *fh + fh->handle_bytes;
-          char *hex = malloc(2 * (fh->handle_bytes + 4) + 1);
-          if (hex) {
-            // What name_to_handle_at gave for the marked directory (js_mark).
-            handle_hex(fh->handle_type, (const unsigned char *)fh + sizeof *fh, fh->handle_bytes, hex);
-            pthread_mutex_lock(&u->mu);
-            push(u, (Event){ EV_CHANGE, m->mask, m->pid, 0, hex, strdup(name) });
-            pthread_mutex_unlock(&u->mu);
-          }
-          break;
+          dirs[slot] = malloc(2 * (fh->handle_bytes + 4) + 1);
+          // What name_to_handle_at gave for the marked directory (js_mark).
+          if (dirs[slot]) handle_hex(fh->handle_type, (const unsigned char *)fh + sizeof *fh, fh->handle_bytes, dirs[slot]);
+          names[slot] = strdup((const char *)fh + sizeof *fh + fh->handle_bytes);
         }
         p += h->len;
       }
+      if (!dirs[0] || !names[0]) { free(dirs[0]); free(names[0]); free(dirs[1]); free(names[1]); continue; }
+      bool rename = (m->mask & FAN_RENAME) && dirs[1] && names[1];
+      if (!rename) { free(dirs[1]); free(names[1]); dirs[1] = names[1] = NULL; }
+      pthread_mutex_lock(&u->mu);
+      push(u, (Event){ rename ? EV_RENAME : EV_CHANGE, m->mask, m->pid, 0, dirs[0], names[0], dirs[1], names[1] });
+      pthread_mutex_unlock(&u->mu);
     }
   }
 }
 
-// Held opens JavaScript did not answer in time are allowed: a stalled daemon must not hang
-// the processes underneath for ever. JavaScript hears of it (the content may not be kept).
 static void expire (Under *u) {
   int64_t now = now_ms();
   pthread_mutex_lock(&u->mu);
   for (size_t i = 0; i < u->nheld;) {
     if (now - u->held[i].since_ms < u->timeout_ms) { i++; continue; }
     respond(u->perm_fd, u->held[i].fd, FAN_ALLOW);
-    push(u, (Event){ EV_TIMEOUT, 0, 0, u->held[i].id, NULL, NULL });
+    push(u, (Event){ EV_TIMEOUT, 0, 0, u->held[i].id, NULL, NULL, NULL, NULL });
     u->held[i] = u->held[--u->nheld];
   }
   pthread_mutex_unlock(&u->mu);
@@ -268,7 +270,7 @@ static void finalize (napi_env env, void *data, void *hint) {
   Under *u = data;
   stop(u);
   if (u->tsfn) napi_release_threadsafe_function(u->tsfn, napi_tsfn_abort);
-  for (size_t i = 0; i < u->nqueue; i++) { free(u->queue[i].where); free(u->queue[i].name); }
+  for (size_t i = 0; i < u->nqueue; i++) { free(u->queue[i].where); free(u->queue[i].name); free(u->queue[i].where2); free(u->queue[i].name2); }
   free(u->queue);
   free(u->held);
   pthread_mutex_destroy(&u->mu);
@@ -332,7 +334,7 @@ static napi_value js_mark (napi_env env, napi_callback_info info) {
   const char *path = len ? rel : ".";
   unsigned flags = FAN_MARK_ADD | FAN_MARK_DONT_FOLLOW | FAN_MARK_ONLYDIR;
   if (fanotify_mark(u->perm_fd, flags, FAN_OPEN_PERM | FAN_EVENT_ON_CHILD, dirfd, path) < 0) return fail(env, "fanotify_mark (permission events)", errno);
-  uint64_t mask = FAN_CREATE | FAN_DELETE | FAN_MOVED_FROM | FAN_MOVED_TO | FAN_MODIFY | FAN_CLOSE_WRITE | FAN_ATTRIB | FAN_ONDIR | FAN_EVENT_ON_CHILD;
+  uint64_t mask = FAN_CREATE | FAN_DELETE | FAN_MOVED_FROM | FAN_MOVED_TO | FAN_RENAME | FAN_MODIFY | FAN_CLOSE_WRITE | FAN_ATTRIB | FAN_ONDIR | FAN_EVENT_ON_CHILD;
   if (fanotify_mark(u->note_fd, flags, mask, dirfd, path) < 0) return fail(env, "fanotify_mark (directory events)", errno);
   // A file_handle ends in a flexible array: room for the largest handle after it.
   union { struct file_handle fh; unsigned char room[sizeof(struct file_handle) + MAX_HANDLE_SZ]; } h;
@@ -403,7 +405,8 @@ static bool set (napi_env env, napi_value obj, const char *key, napi_value v) {
 }
 
 // underneathDrain(handle): the events queued since the last drain, as objects
-// { kind: 'open'|'change'|'overflow'|'timeout', mask, pid, id, path?, dir?, name? }.
+// { kind: 'open'|'change'|'overflow'|'timeout'|'rename', mask, pid, id, path?, dir?, name?,
+// dir2?, name2? } (a rename: dir/name the old place, dir2/name2 the new).
 static napi_value js_drain (napi_env env, napi_callback_info info) {
   size_t argc = 1;
   napi_value argv[1];
@@ -418,7 +421,7 @@ static napi_value js_drain (napi_env env, napi_callback_info info) {
   u->nqueue = u->capqueue = 0;
   u->signalled = false;
   pthread_mutex_unlock(&u->mu);
-  static const char *KINDS[] = { "", "open", "change", "overflow", "timeout" };
+  static const char *KINDS[] = { "", "open", "change", "overflow", "timeout", "rename" };
   napi_value arr;
   napi_create_array_with_length(env, n, &arr);
   for (size_t i = 0; i < n; i++) {
@@ -430,9 +433,13 @@ static napi_value js_drain (napi_env env, napi_callback_info info) {
     napi_create_uint32(env, q[i].id, &v); set(env, o, "id", v);
     if (q[i].where) { napi_create_string_utf8(env, q[i].where, NAPI_AUTO_LENGTH, &v); set(env, o, q[i].kind == EV_OPEN ? "path" : "dir", v); }
     if (q[i].name) { napi_create_string_utf8(env, q[i].name, NAPI_AUTO_LENGTH, &v); set(env, o, "name", v); }
+    if (q[i].where2) { napi_create_string_utf8(env, q[i].where2, NAPI_AUTO_LENGTH, &v); set(env, o, "dir2", v); }
+    if (q[i].name2) { napi_create_string_utf8(env, q[i].name2, NAPI_AUTO_LENGTH, &v); set(env, o, "name2", v); }
     napi_set_element(env, arr, (uint32_t)i, o);
     free(q[i].where);
     free(q[i].name);
+    free(q[i].where2);
+    free(q[i].name2);
   }
   free(q);
   return arr;

@@ -509,9 +509,7 @@ export class Session {
     const before = lstatReal(this.origin, p)
     // Only the file the mount showed is the original; one changed from outside is drift.
     if (!this.origin.servedByReal(p) || before.type !== 'f' || (served && fingerprintDrift(fingerprintOf(servedAsReal(served)), before))) return
-    // Never at the cost of the writes in the mount: only with room to spare above the reserve.
-    const st = fs.statfsSync(this.store.path)
-    if (st.bavail * st.bsize - this.inflight - this.chunks.pendingBytes() - before.size < 2 * this.reserveBytes) return
+    if (!this.roomToSpare(before.size)) return
     const steps = realContentSteps(this.origin, p, this.chunks)
     let r = steps.next()
     for (let n = 1; !r.done; n++, r = steps.next()) {
@@ -528,6 +526,16 @@ export class Session {
     if (!this.fingerprints.has(p)) this.setFingerprint(p, fingerprintOf(after))
     this.retryOps.push(this.store.baseOp(p, e))
     this.schedule()
+  }
+
+  /**
+   * Room on the store's disk for `bytes` more that no write in the mount asked for (keeping
+   * originals in the background or before an open underneath): never at the cost of the
+   * writes in the mount, so only with twice the reserve to spare after them.
+   */
+  roomToSpare (bytes: number): boolean {
+    const st = fs.statfsSync(this.store.path)
+    return st.bavail * st.bsize - this.inflight - this.chunks.pendingBytes() - bytes >= 2 * this.reserveBytes
   }
 
   /** The mount stops: no new background work; waits for the capture in progress to give up. */

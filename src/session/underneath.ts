@@ -15,7 +15,7 @@
 import * as fs from 'node:fs'
 import type { View } from '../overlay/view.js'
 import { lstatReal } from '../overlay/real.js'
-import { fingerprintOf, type RealStat } from '../store/fingerprints.js'
+import { fingerprintDrift, fingerprintOf, type RealStat } from '../store/fingerprints.js'
 import type { Session } from './session.js'
 
 
@@ -40,18 +40,50 @@ function bornSince (session: Session, p: string, since: number): boolean | null 
 }
 
 /**
+ * Files up to this size are kept before another process opens them underneath. Any open counts
+ * (`sed -i` reads the file it then renames over), so a process underneath that reads a whole
+ * tree copies it into the store once; bigger files (data sets, images) are left to their
+ * writers, and a change to one is recorded as not kept.
+ */
+const KEEP_BYTES = Number(process.env.CPFS_UNDERNEATH_KEEP_BYTES ?? 64 * 1024 * 1024)
+
+/**
  * Another process is about to open real file p: keep what it holds now as p's original, once.
  * A file made after the watch began has no original (it did not exist): the change record
  * says so instead. Returns true when it kept something.
  */
 export async function keepBeforeOpen (session: Session, p: string, since: number): Promise<boolean> {
-  if (!session.origin.servedByReal(p) || !plainPath(session.overlay.view, p)) return false
-  const st = lstatReal(session.origin, p)
-  if (st.type !== 'f' || st.blockedBy) return false
+  const origin = session.origin
+  if (!origin.servedByReal(p) || !plainPath(session.overlay.view, p)) return false
+  const before = lstatReal(origin, p)
+  if (before.type !== 'f' || before.blockedBy || before.size > KEEP_BYTES || !session.roomToSpare(before.size)) return false
   if (bornSince(session, p, since) !== false) return false
-  const op = await session.captureBaseAsync(p)
-  if (!op) return false
-  await session.storeNow([op])
+  const e = await session.realEntryAsync(p) // its chunks go to the store as they are read
+  // Changed while it was read (the open was let go after its wait): that is not the original.
+  if (fingerprintDrift(fingerprintOf(before), lstatReal(origin, p)) || !origin.servedByReal(p)) return false
+  origin.setBase(p, e)
+  if (!session.fingerprints.has(p)) session.setFingerprint(p, fingerprintOf(before))
+  await session.storeNow([session.store.baseOp(p, e)])
+  return true
+}
+
+/**
+ * A file moved underneath from `from` to `to` before cpfs kept it: a move changes no byte, so
+ * what `to` holds now is what `from` held — kept as from's original, and from's fingerprint
+ * says it was there. With `to` counted as made (the caller notes it), a rewind puts the file
+ * back where it was. Only for a file older than the watch: one made since had no original.
+ */
+export async function keepMoved (session: Session, from: string, to: string, since: number): Promise<boolean> {
+  const origin = session.origin
+  if (!origin.servedByReal(from) || session.fingerprints.has(from) || !plainPath(session.overlay.view, from)) return false
+  const before = lstatReal(origin, to)
+  if (before.type !== 'f' || before.blockedBy || before.size > KEEP_BYTES || !session.roomToSpare(before.size)) return false
+  if (bornSince(session, to, since) !== false) return false
+  const e = await session.realEntryAsync(to)
+  if (fingerprintDrift(fingerprintOf(before), lstatReal(origin, to)) || !origin.servedByReal(from)) return false
+  origin.setBase(from, e)
+  session.setFingerprint(from, fingerprintOf(before))
+  await session.storeNow([session.store.baseOp(from, e)])
   return true
 }
 
