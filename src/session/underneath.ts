@@ -53,37 +53,37 @@ const KEEP_BYTES = Number(process.env.CPFS_UNDERNEATH_KEEP_BYTES ?? 64 * 1024 * 
  * says so instead. Returns true when it kept something.
  */
 export async function keepBeforeOpen (session: Session, p: string, since: number): Promise<boolean> {
-  const origin = session.origin
-  if (!origin.servedByReal(p) || !plainPath(session.overlay.view, p)) return false
-  const before = lstatReal(origin, p)
-  if (before.type !== 'f' || before.blockedBy || before.size > KEEP_BYTES || !session.roomToSpare(before.size)) return false
-  if (bornSince(session, p, since) !== false) return false
-  const e = await session.realEntryAsync(p) // its chunks go to the store as they are read
-  // Changed while it was read (the open was let go after its wait): that is not the original.
-  if (fingerprintDrift(fingerprintOf(before), lstatReal(origin, p)) || !origin.servedByReal(p)) return false
-  origin.setBase(p, e)
-  if (!session.fingerprints.has(p)) session.setFingerprint(p, fingerprintOf(before))
-  await session.storeNow([session.store.baseOp(p, e)])
-  return true
+  if (!session.origin.servedByReal(p) || !plainPath(session.overlay.view, p)) return false
+  return await keepAsOriginal(session, p, p, since)
 }
 
 /**
  * A file moved underneath from `from` to `to` before cpfs kept it: a move changes no byte, so
  * what `to` holds now is what `from` held — kept as from's original, and from's fingerprint
  * says it was there. With `to` counted as made (the caller notes it), a rewind puts the file
- * back where it was. Only for a file older than the watch: one made since had no original.
+ * back where it was.
  */
 export async function keepMoved (session: Session, from: string, to: string, since: number): Promise<boolean> {
+  if (!session.origin.servedByReal(from) || session.fingerprints.has(from) || !plainPath(session.overlay.view, from)) return false
+  return await keepAsOriginal(session, from, to, since)
+}
+
+/**
+ * Keep what real file `source` holds as p's original (its base entry), with p's fingerprint
+ * when cpfs had none. Only a regular file older than the watch (one made since had no
+ * original), within KEEP_BYTES and the room the store's disk can spare.
+ */
+async function keepAsOriginal (session: Session, p: string, source: string, since: number): Promise<boolean> {
   const origin = session.origin
-  if (!origin.servedByReal(from) || session.fingerprints.has(from) || !plainPath(session.overlay.view, from)) return false
-  const before = lstatReal(origin, to)
+  const before = lstatReal(origin, source)
   if (before.type !== 'f' || before.blockedBy || before.size > KEEP_BYTES || !session.roomToSpare(before.size)) return false
-  if (bornSince(session, to, since) !== false) return false
-  const e = await session.realEntryAsync(to)
-  if (fingerprintDrift(fingerprintOf(before), lstatReal(origin, to)) || !origin.servedByReal(from)) return false
-  origin.setBase(from, e)
-  session.setFingerprint(from, fingerprintOf(before))
-  await session.storeNow([session.store.baseOp(from, e)])
+  if (bornSince(session, source, since) !== false) return false
+  const e = await session.realEntryAsync(source) // its chunks go to the store as they are read
+  // Changed while it was read (an open let go after its wait): that is not the original.
+  if (fingerprintDrift(fingerprintOf(before), lstatReal(origin, source)) || !origin.servedByReal(p)) return false
+  origin.setBase(p, e)
+  if (!session.fingerprints.has(p)) session.setFingerprint(p, fingerprintOf(before))
+  await session.storeNow([session.store.baseOp(p, e)])
   return true
 }
 
