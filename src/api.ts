@@ -272,7 +272,7 @@ export async function fork (turnSpec: string | number, dest: string, opts: Targe
   const fd = fs.openSync(r.dest, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY)
   try {
     const s = await Session.open({ storePath: dloc.store, workspace: dloc.workspace, dirFd: fd, create: true })
-    await s.labelTurn(1, `forked from ${loc.workspace} at turn ${r.turn}`)
+    await s.history.labelTurn(1, `forked from ${loc.workspace} at turn ${r.turn}`)
     await s.close()
   } finally {
     fs.closeSync(fd)

@@ -112,7 +112,7 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
     notifier.invalInode(id, true)
     void notifier.flush()
   }
-  ch.spaceComing = (refusal) => session.spaceComing(refusal)
+  ch.spaceComing = (refusal) => session.space.comingBack(refusal)
   ch.onError = (err, req) => {
     // One line per unexpected error: the request answered EIO, the daemon goes on.
     const what = String((err as any)?.stack ?? err).split('\n').slice(0, 2).map(l => l.trim()).join(' ')
@@ -217,7 +217,7 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
     try {
       if (underneath instanceof Underneath) await underneath.flush()
       await watch.drain()
-      await session.flushAll(true)
+      await session.persister.flushAll(true)
       // The mount may be gone already (umount -l, fusermount -u -z): nothing to unmount then.
       if (isMounted(loc.workspace)) {
         try {
@@ -238,7 +238,7 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
     // changed underneath until the unmount is recorded, and the plan runs on it.
     if (underneath instanceof Underneath) await underneath.stop()
     ch.stop()
-    await session.quiesce() // no background capture while the plan runs
+    await session.capture.quiesce() // no background capture while the plan runs
     session.origin.cacheReal(false) // plans see the real directory as it is now
     try { fs.closeSync(fd) } catch {}
     await notifier.close()
@@ -282,7 +282,7 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
       case 'redo': return await withInvalidation(() => session.redo())
       case 'fork': {
         const t = session.resolveTurn(String(a.turn))
-        await session.flushAll(false)
+        await session.persister.flushAll(false)
         return { turn: t, ...await forkView(session, t, String(a.dest)) }
       }
       case 'restore': return await withInvalidation(() => session.restore(String(a.turn), a.paths as string[]))

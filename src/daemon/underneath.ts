@@ -207,7 +207,7 @@ export class Underneath {
     if ((ev.mask & FAN_ONDIR) && (ev.mask & (FAN_CREATE | FAN_MOVED_TO))) void this.walk(p, made)
     // Gone before cpfs had its content: a name made there again later is not "new" either
     // (git checkout removes and writes files it never opens: the new file is all that is left).
-    if ((ev.mask & (FAN_DELETE | FAN_MOVED_FROM)) && this.session.origin.servedByReal(p) && !this.session.fingerprints.has(p)) this.lost.add(p)
+    if ((ev.mask & (FAN_DELETE | FAN_MOVED_FROM)) && this.session.origin.servedByReal(p) && !this.session.capture.fingerprints.has(p)) this.lost.add(p)
     if (ev.mask & (FAN_MODIFY | FAN_ATTRIB | FAN_CLOSE_WRITE | FAN_MOVED_FROM | FAN_MOVED_TO | FAN_CREATE | FAN_DELETE)) this.note(p, made, ev.pid, (ev.mask & FAN_ONDIR) !== 0)
   }
 
@@ -279,7 +279,7 @@ export class Underneath {
     const before = new Map<string, boolean>()
     const made = new Set<string>()
     for (const [p, { created }] of batch) {
-      if (created && !session.fingerprints.has(p) && !this.lost.has(p)) made.add(p)
+      if (created && !session.capture.fingerprints.has(p) && !this.lost.has(p)) made.add(p)
       // Kept: read before the change (an open), or nothing was there (made underneath).
       before.set(p, !origin.servedByReal(p) || made.has(p))
       if (made.has(p)) noteMade(session, p)
@@ -299,7 +299,7 @@ export class Underneath {
     const writes: UnderneathWrite[] = []
     for (const [p, { pid }] of batch) {
       const st = lstatReal(origin, p)
-      const f = session.fingerprints.get(p)
+      const f = session.capture.fingerprints.get(p)
       const conflict = f !== undefined && fingerprintDrift(f, st) !== null
       const what = st.type === null || st.blockedBy ? 'deleted' : made.has(p) ? 'created' : 'changed'
       if (what === 'deleted' && made.has(p)) continue // made and gone again: a temporary file
@@ -314,7 +314,7 @@ export class Underneath {
         : `${turn ? `: recorded in turn ${turn}` : ''}${w.kept ? '' : '; its earlier content was not kept (changed without an open cpfs could hold, or through a descriptor opened before the watch)'}`
       process.stderr.write(`cpfs daemon: ${new Date().toISOString()} ${w.path} ${w.what} underneath the mount by ${by}${how}\n`)
     }
-    if (writes.length) await session.storeNow(underneathOps(this.layer ?? session.headLayer, this.seq, writes))
+    if (writes.length) await session.persister.storeNow(underneathOps(this.layer ?? session.headLayer, this.seq, writes))
     this.seq += writes.length
   }
 

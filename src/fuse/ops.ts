@@ -137,9 +137,9 @@ export class FuseOps {
     on(Op.STATFS, (r, c) => this.statfs(r, c))
     on(Op.FLUSH, (r, c) => this.flush(r, c))
     on(Op.RELEASE, (r, c) => this.release(r, c))
-    on(Op.FSYNC, (r, c) => c.later(r, this.session.flushAll(true), 'fsync'))
-    on(Op.FSYNCDIR, (r, c) => c.later(r, this.session.flushAll(true), 'fsyncdir'))
-    on(Op.SYNCFS, (r, c) => c.later(r, this.session.flushAll(true), 'syncfs'))
+    on(Op.FSYNC, (r, c) => c.later(r, this.session.persister.flushAll(true), 'fsync'))
+    on(Op.FSYNCDIR, (r, c) => c.later(r, this.session.persister.flushAll(true), 'fsyncdir'))
+    on(Op.SYNCFS, (r, c) => c.later(r, this.session.persister.flushAll(true), 'syncfs'))
     on(Op.OPENDIR, (r, c) => this.opendir(r, c))
     on(Op.READDIR, (r, c) => this.readdir(r, c, false))
     on(Op.READDIRPLUS, (r, c) => this.readdir(r, c, true))
@@ -219,7 +219,7 @@ export class FuseOps {
 
   /** An entry reply for a new name, sent once the change is in the store (Session.durable). */
   private created (c: Channel, r: Request, path: string, a: Attr): void {
-    c.after(r, this.session.durable(), () => {
+    c.after(r, this.session.persister.durable(), () => {
       const node = this.nodes.remember(a.ino, path)
       putEntry(c.out, OUT_HEADER, node.id, 0, this.ttl, this.attrTtl(a), wire(a))
       return ENTRY_OUT
@@ -228,7 +228,7 @@ export class FuseOps {
 
   /** An empty reply once the change is in the store. */
   private done (c: Channel, r: Request): void {
-    c.after(r, this.session.durable(), () => 0)
+    c.after(r, this.session.persister.durable(), () => 0)
   }
 
   private attr (c: Channel, r: Request, a: Attr): void {
@@ -301,7 +301,7 @@ export class FuseOps {
     // ftruncate is like a write (durable on close or fsync); truncate(2) by name and every
     // metadata change answer once stored.
     if (valid & ~(FATTR.SIZE | FATTR.FH | FATTR.LOCKOWNER) || !(valid & FATTR.FH)) {
-      c.after(r, this.session.durable(), () => {
+      c.after(r, this.session.persister.durable(), () => {
         putAttrOut(c.out, OUT_HEADER, this.attrTtl(a), wire(a))
         return ATTR_OUT
       })
@@ -429,7 +429,7 @@ export class FuseOps {
     }
     this.writable.add(fh)
     const a = this.ov.fgetattr(fh, path)
-    c.after(r, this.session.durable(), () => {
+    c.after(r, this.session.persister.durable(), () => {
       const node = this.nodes.remember(a.ino, path)
       putEntry(c.out, OUT_HEADER, node.id, 0, this.ttl, this.attrTtl(a), wire(a))
       putOpenOut(c.out, OUT_HEADER + ENTRY_OUT, fh, this.openFlags(true), 0)
@@ -458,13 +458,13 @@ export class FuseOps {
     const n = size
     // The kernel does not drop its cached mode after a write that cleared set-ID bits.
     if (this.ov.write(fh, r.buf.subarray(dataAt, dataAt + size), size, pos, kill)) this.onAttrsChanged(r.nodeid)
-    this.session.noteWritten(n)
+    this.session.persister.noteWritten(n)
     const reply = () => {
       c.out.writeUInt32LE(n, OUT_HEADER)
       c.out.writeUInt32LE(0, OUT_HEADER + 4)
       return 8
     }
-    const wait = this.session.backpressure()
+    const wait = this.session.persister.backpressure()
     if (wait) c.after(r, wait, reply)
     else c.send(r, reply())
   }
@@ -497,7 +497,7 @@ export class FuseOps {
     // opened with FOPEN_NOFLUSH, so this only runs for writers.
     const fh = u64(r.buf, r.body)
     if (!this.writable.has(fh)) return c.error(r, 0)
-    c.later(r, this.session.flushAll(false), 'flush')
+    c.later(r, this.session.persister.flushAll(false), 'flush')
   }
 
   private release (r: Request, c: Channel): void {

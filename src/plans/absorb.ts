@@ -51,7 +51,7 @@ export async function absorbOutsideChanges (session: Session, opts: AbsorbOption
   // Pending entries that hide the real paths below them (a file, an emptied or moved directory).
   const pendingHiding = new Set<string>()
   for (const id of meta.stack.slice(cp)) {
-    for (const [p, e] of session.layers.get(id) ?? []) {
+    for (const [p, e] of session.history.layers.get(id) ?? []) {
       if (isInoKey(p)) continue
       pendingPaths.add(p)
       if (e.t !== 'd' || e.opaque === 1 || e.redirect !== undefined) pendingHiding.add(p)
@@ -76,7 +76,7 @@ export async function absorbOutsideChanges (session: Session, opts: AbsorbOption
   const conflicts = (p: string) => pendingPaths.has(p) || pendingAbove.has(p) || hidden(p)
   const drifted: string[] = []
   const baseOps: BatchOp[] = []
-  for (const [p, f] of session.fingerprints) {
+  for (const [p, f] of session.capture.fingerprints) {
     if (opts.only && !opts.only(p)) continue
     if (!fingerprintDrift(f, lstatReal(origin, p))) continue
     if (!opts.force && conflicts(p)) continue
@@ -97,12 +97,12 @@ export async function absorbOutsideChanges (session: Session, opts: AbsorbOption
   const covered = new Set<string>() // subtrees recorded whole
   // Paths go by depth and each adds itself or what is below it: the memo stays right (belowAny).
   const belowCovered = belowAny(covered)
-  const note = (p: string) => session.setFingerprint(p, fingerprintOf(lstatReal(origin, p)))
+  const note = (p: string) => session.capture.setFingerprint(p, fingerprintOf(lstatReal(origin, p)))
   const recordTree = async (top: string): Promise<void> => {
     // Depth first with an explicit stack: a tree can be deeper than the call stack.
     const stack = [top]
     for (let p = stack.pop(); p !== undefined; p = stack.pop()) {
-      const e = await session.realEntryAsync(p)
+      const e = await session.capture.realEntryAsync(p)
       if (e.t !== 'w') delete e.links // recorded as a file of its own (see below)
       if (e.t === 'd') Object.assign(e, { opaque: 1, fresh: 1 })
       layer.set(p, e)
@@ -125,7 +125,7 @@ export async function absorbOutsideChanges (session: Session, opts: AbsorbOption
     }
     if (st.type === null || st.blockedBy) {
       if (cur) layer.set(p, { t: 'w' })
-      session.setFingerprint(p, fingerprintOf(st))
+      session.capture.setFingerprint(p, fingerprintOf(st))
       covered.add(p)
       continue
     }
@@ -147,7 +147,7 @@ export async function absorbOutsideChanges (session: Session, opts: AbsorbOption
     for (const n of shown) {
       if (real.has(n)) continue
       layer.set(join(p, n), { t: 'w' })
-      session.setFingerprint(join(p, n), fingerprintOf(lstatReal(origin, join(p, n))))
+      session.capture.setFingerprint(join(p, n), fingerprintOf(lstatReal(origin, join(p, n))))
       covered.add(join(p, n))
     }
     for (const n of real) if (!shown.has(n)) await recordTree(join(p, n))
@@ -166,9 +166,9 @@ export async function absorbOutsideChanges (session: Session, opts: AbsorbOption
     layer.set(r.key, rec)
   }
 
-  const write = (ops: BatchOp[]) => opts.live ? session.commitLive(ops) : session.syncBatch(ops)
+  const write = (ops: BatchOp[]) => opts.live ? session.persister.commitLive(ops) : session.persister.syncBatch(ops)
   if (layer.size === 0) {
-    await write(baseOps.concat(session.fingerprintOps()))
+    await write(baseOps.concat(session.capture.fingerprintOps()))
     return null
   }
   const into = opts.live?.into
@@ -186,13 +186,13 @@ export async function absorbOutsideChanges (session: Session, opts: AbsorbOption
   const rec: TurnRecord = { layer: id, openedAt: now, sealedAt: now, message: opts.live?.message ?? `changes made outside cpfs (${paths.length} path${paths.length === 1 ? '' : 's'})${opts.only ? ', only refreshed, replaced' : opts.force ? ', replaced by --force' : ''}` }
   for (const [p, e] of layer) ops.push({ type: 'put', key: entryKey(id, p), value: encodeEntry(e) })
   ops.push({ type: 'put', key: turnKey(id), value: encode(rec) })
-  session.layers.set(id, layer)
+  session.history.adopt(id, layer)
   meta.stack = [...meta.stack.slice(0, cp), id, ...meta.stack.slice(cp)]
   meta.applied = [...meta.applied, id]
   // Outside changes are writes: a redo now would go back to a stack without them. A refresh
   // (opts.only, plans/refreshes.ts) is not: redo keeps it (api.ts puts it in the stack redone).
   if (!opts.only) meta.redo = []
-  for (const op of session.fingerprintOps()) ops.push(op) // no push(...): it can be 100,000s
+  for (const op of session.capture.fingerprintOps()) ops.push(op) // no push(...): it can be 100,000s
   ops.push(session.store.metaOp())
   await write(ops)
   session.reload()
@@ -205,17 +205,17 @@ export async function absorbOutsideChanges (session: Session, opts: AbsorbOption
  * still says what the real directory holds. One turn per session, not one per change heard.
  */
 async function extend (session: Session, id: number, layer: Map<string, Entry>, baseOps: BatchOp[], message: string, write: (ops: BatchOp[]) => Promise<void>): Promise<Absorbed> {
-  const own = session.layers.get(id) ?? await session.store.loadLayer(id)
+  await session.history.load([id])
+  const own = session.history.layers.get(id)!
   const ops = baseOps.slice()
   for (const [p, e] of layer) {
     own.set(p, e)
     ops.push({ type: 'put', key: entryKey(id, p), value: encodeEntry(e) })
   }
-  session.layers.set(id, own)
   const rec: TurnRecord = { ...session.store.turnRecord(id), sealedAt: Date.now(), message }
   ops.push({ type: 'put', key: turnKey(id), value: encode(rec) })
   session.meta.redo = []
-  for (const op of session.fingerprintOps()) ops.push(op)
+  for (const op of session.capture.fingerprintOps()) ops.push(op)
   ops.push(session.store.metaOp())
   await write(ops)
   session.reload()

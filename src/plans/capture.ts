@@ -19,7 +19,7 @@ export async function capture (session: Session, p: string, recursive: boolean, 
   // Depth first with an explicit stack: a tree can be deeper than the call stack.
   const stack = [p]
   for (let q = stack.pop(); q !== undefined; q = stack.pop()) {
-    const op = await session.captureBaseAsync(q)
+    const op = await session.capture.captureBaseAsync(q)
     if (op) ops.push(op)
     if (!recursive || lstatReal(origin, q).type !== 'd') continue
     const names = realNames(origin.realPath(q))

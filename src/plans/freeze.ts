@@ -20,9 +20,8 @@ export async function freezeOrigin (session: Session): Promise<number> {
   const trees = new Set<string>()
   for (const id of ids) {
     if (applied.has(id)) continue
-    let layer = session.layers.get(id)
-    if (!layer) session.layers.set(id, layer = await session.store.loadLayer(id))
-    for (const [p, e] of layer) {
+    await session.history.load([id])
+    for (const [p, e] of session.history.layers.get(id)!) {
       if (!isInoKey(p)) files.add(p)
       if (e.t === 'f' && e.src !== undefined) files.add(e.src)
       if (e.t !== 'w' && e.t !== 'h' && e.o !== undefined) files.add(e.o)
@@ -40,7 +39,7 @@ export async function freezeOrigin (session: Session): Promise<number> {
   const absent = new Set<string>()
   const hidden = new Set<string>()
   for (const p of [...files].map(p => ({ p, d: depth(p) })).sort((a, b) => a.d - b.d).map(x => x.p)) {
-    const f = session.fingerprints.get(p)
+    const f = session.capture.fingerprints.get(p)
     const parent = p === '/' ? null : parentOf(p)
     if (parent !== null && hidden.has(parent)) {
       hidden.add(p)
@@ -68,7 +67,7 @@ export async function freezeOrigin (session: Session): Promise<number> {
     await capture(session, p, false, ops)
   }
   if (ops.length === 0) return 0
-  for (const op of session.fingerprintOps()) ops.push(op) // no push(...): it can be 100,000s
-  await session.syncBatch(ops)
+  for (const op of session.capture.fingerprintOps()) ops.push(op) // no push(...): it can be 100,000s
+  await session.persister.syncBatch(ops)
   return ops.length
 }

@@ -44,7 +44,7 @@ function selected (c: Change, paths: string[] | undefined): boolean {
  * `paths` (workspace paths), only the changes at or below them.
  */
 export async function diffTurns (session: Session, spec: string | undefined, opts: { patches?: boolean, paths?: string[] } = {}): Promise<{ a: number, b: number, changes: Change[] }> {
-  await session.flushAll(false)
+  await session.persister.flushAll(false)
   const { a, b } = parseRange(session, spec)
   const stack = session.meta.stack
   const from = await viewOf(session, stack.slice(0, a - 1))
@@ -64,7 +64,7 @@ export async function previewRewind (session: Session, spec: string, mounted: bo
     if (isCpfsError(err)) return { canRewind: false, error: err.message, ...empty }
     throw err
   }
-  await session.flushAll(false)
+  await session.persister.flushAll(false)
   const stack = session.meta.stack
   const targetStack = stack.slice(0, t - 1)
   let changes: Change[]
@@ -86,7 +86,7 @@ export async function previewRewind (session: Session, spec: string, mounted: bo
 
 /** What each turn of the stack changed, counted as `cpfs diff T` counts it (paths, text lines). */
 export async function turnChanges (session: Session): Promise<Change[][]> {
-  await session.flushAll(false)
+  await session.persister.flushAll(false)
   const stack = session.meta.stack
   const out: Change[][] = []
   let from = await viewOf(session, [])

@@ -28,7 +28,7 @@ function isGitIndex (p: string): boolean {
  */
 export async function keepRefreshes (session: Session): Promise<Absorbed | null> {
   const candidates: string[] = []
-  for (const [p, f] of session.fingerprints) {
+  for (const [p, f] of session.capture.fingerprints) {
     if (isGitIndex(p) && fingerprintDrift(f, lstatReal(session.origin, p)) !== null) candidates.push(p)
   }
   if (candidates.length === 0) return null

@@ -119,7 +119,7 @@ export function findDrift (session: Session, expected: View, ops: PlanOp[]): str
     if (seen.has(op.path)) continue
     seen.add(op.path)
     const real = lstatReal(session.origin, op.path)
-    const f = session.fingerprints.get(op.path)
+    const f = session.capture.fingerprints.get(op.path)
     const why = f ? fingerprintDrift(f, real) : driftOf(session, expected, op.path, real) ?? unseen(session, op.path, real)
     if (why) {
       say(op.path, why)
@@ -128,7 +128,7 @@ export function findDrift (session: Session, expected: View, ops: PlanOp[]): str
     if (op.op === 'remove' && op.type === 'd' && real.type === 'd') {
       const since = f?.at ?? session.openedAt
       walkReal(session.origin, op.path, (q, st) => {
-        const fq = session.fingerprints.get(q)
+        const fq = session.capture.fingerprints.get(q)
         const w = fq ? fingerprintDrift(fq, st) : st.ctime > since ? unseen(session, q, st) ?? 'changed after cpfs last saw it' : null
         if (w) say(q, w)
       })
@@ -148,7 +148,7 @@ export function findDrift (session: Session, expected: View, ops: PlanOp[]): str
  */
 function unseen (session: Session, p: string, real: RealState): string | null {
   if (real.type === null || real.blockedBy || real.type === 'd' || real.ctime <= session.openedAt) return null
-  session.setFingerprint(p, fingerprintOf({ ...real, type: null }, session.openedAt))
+  session.capture.setFingerprint(p, fingerprintOf({ ...real, type: null }, session.openedAt))
   return 'changed outside cpfs after the session began'
 }
 
@@ -207,28 +207,28 @@ function recordFingerprints (session: Session, paths: Iterable<string>, removedD
   const tops = outermost(removedDirs)
   if (tops.length) {
     const gone: string[] = []
-    for (const [q, f] of session.fingerprints) {
+    for (const [q, f] of session.capture.fingerprints) {
       if (!tops.some(d => q !== d && isWithin(q, d))) continue
       if (f.t !== null && f.t !== 'd') inos.add(f.ino) // a name that went with its directory
       gone.push(q)
     }
-    for (const q of gone) session.setFingerprint(q, null)
+    for (const q of gone) session.capture.setFingerprint(q, null)
   }
   for (const p of paths) {
-    const old = session.fingerprints.get(p)
+    const old = session.capture.fingerprints.get(p)
     // A name removed or replaced moved the ctime of the file it was (its other names').
     if (old && old.t !== null && old.t !== 'd') inos.add(old.ino)
     const st = lstatReal(session.origin, p)
-    session.setFingerprint(p, fingerprintOf(st))
+    session.capture.setFingerprint(p, fingerprintOf(st))
     if (st.type !== null && st.type !== 'd' && st.nlink > 1) inos.add(st.ino)
   }
   // A file rewritten in place, linked or unlinked changed its other names too (hard links):
   // those still that file are known as they are now.
   if (inos.size) {
-    for (const [q, f] of [...session.fingerprints]) {
+    for (const [q, f] of [...session.capture.fingerprints]) {
       if (f.t === null || f.t === 'd' || !inos.has(f.ino)) continue
       const st = lstatReal(session.origin, q)
-      if (st.ino === f.ino) session.setFingerprint(q, fingerprintOf(st))
+      if (st.ino === f.ino) session.capture.setFingerprint(q, fingerprintOf(st))
     }
   }
 }
@@ -284,7 +284,7 @@ export async function runPlan (session: Session, expected: View, target: View, t
   if (opts.after) journal.after = opts.after
   if (opts.preOps) append(batch, opts.preOps)
   batch.push(await writeJournal(session.store, journal))
-  await session.syncBatch(batch)
+  await session.persister.syncBatch(batch)
   return await finish(session, journal, false)
 }
 
@@ -380,13 +380,13 @@ export function linkExpectations (ops: PlanOp[], expect: Map<string, Expect>): v
 async function rollBack (session: Session, j: Journal): Promise<void> {
   const origin = session.origin
   cleanTemps(origin, j.ops, j.id)
-  for (const id of [...(j.after?.newLayers ?? []), ...j.targetStack]) if (!session.layers.has(id)) session.layers.set(id, await session.store.loadLayer(id))
+  for (const id of [...(j.after?.newLayers ?? []), ...j.targetStack]) if (!session.history.layers.has(id)) session.history.layers.set(id, await session.store.loadLayer(id))
   const before = await viewOf(session, session.meta.applied)
   const planned = await viewOf(session, j.targetStack)
   const touched = new Set(j.ops.map(o => o.path))
   const { ops, expect } = materialise(session, before, planViews(planned, before, touched).ops)
   const batch: BatchOp[] = []
-  await session.syncBatch(batch)
+  await session.persister.syncBatch(batch)
   applyOps(origin, session.chunks, ops, { planId: j.id + 'b' })
   const result = verifyPaths(origin, expect)
   removeAnchors(origin, ops, j.id + 'b')
@@ -395,11 +395,11 @@ async function rollBack (session: Session, j: Journal): Promise<void> {
     const shown = result.mismatches.slice(0, 5).map(m => `${m.path.slice(1) || '.'} (${m.why})`).join(', ')
     throw new Error(`the roll-back did not verify: ${shown}`)
   }
-  for (const p of touched) session.setFingerprint(p, fingerprintOf(lstatReal(origin, p)))
+  for (const p of touched) session.capture.setFingerprint(p, fingerprintOf(lstatReal(origin, p)))
   // What the roll-back made again below a directory (new inodes) is known as it is now too.
   const below = belowAny(touched)
-  for (const q of [...session.fingerprints.keys()]) {
-    if (!touched.has(q) && below(q)) session.setFingerprint(q, fingerprintOf(lstatReal(origin, q)))
+  for (const q of [...session.capture.fingerprints.keys()]) {
+    if (!touched.has(q) && below(q)) session.capture.setFingerprint(q, fingerprintOf(lstatReal(origin, q)))
   }
   await writeFingerprints(session)
   await session.store.batch(await retireJournal(session.store), true)
@@ -553,8 +553,8 @@ async function dropAnchors (session: Session): Promise<void> {
   const inos = removeAnchors(session.origin, ops, id)
   // Losing the anchor name moved those files' ctime: their names are known as they are now,
   // or the next plan would take that for a change made outside cpfs.
-  for (const [q, f] of [...session.fingerprints]) if (f.t !== null && f.t !== 'd' && inos.has(f.ino)) session.setFingerprint(q, fingerprintOf(lstatReal(session.origin, q)))
-  await session.store.batch([...session.fingerprintOps(), { type: 'del', key: ANCHORS_KEY }], true)
+  for (const [q, f] of [...session.capture.fingerprints]) if (f.t !== null && f.t !== 'd' && inos.has(f.ino)) session.capture.setFingerprint(q, fingerprintOf(lstatReal(session.origin, q)))
+  await session.store.batch([...session.capture.fingerprintOps(), { type: 'del', key: ANCHORS_KEY }], true)
 }
 
 /** Finish a plan that a crash interrupted; null when there was none. */
@@ -591,10 +591,10 @@ export async function setAsidePlan (session: Session): Promise<boolean> {
 export async function layersOf (session: Session, stack: number[]): Promise<Array<Map<string, Entry>>> {
   const out: Array<Map<string, Entry>> = []
   for (const id of stack) {
-    let l = session.layers.get(id)
+    let l = session.history.layers.get(id)
     if (!l) {
       l = await session.store.loadLayer(id)
-      session.layers.set(id, l)
+      session.history.layers.set(id, l)
     }
     out.push(l)
   }
@@ -625,7 +625,7 @@ export async function realToStack (session: Session, stack: number[]): Promise<{
 async function commitPlan (session: Session, stack: number[], after: StackChange | undefined, extra: BatchOp[]): Promise<void> {
   const ops: BatchOp[] = []
   if (after) {
-    for (const id of [...after.newLayers, ...after.stack]) if (!session.layers.has(id)) session.layers.set(id, await session.store.loadLayer(id))
+    for (const id of [...after.newLayers, ...after.stack]) if (!session.history.layers.has(id)) session.history.layers.set(id, await session.store.loadLayer(id))
     append(ops, session.applyChange(after))
   }
   // The records `after` writes are not in the store yet: sealing the head must see its own.
@@ -644,7 +644,7 @@ async function commitPlan (session: Session, stack: number[], after: StackChange
  * `recover` verifies and writes them again.
  */
 async function writeFingerprints (session: Session): Promise<void> {
-  for (let ops = session.fingerprintOps(FINGERPRINTS_PER_BATCH); ops.length; ops = session.fingerprintOps(FINGERPRINTS_PER_BATCH)) {
+  for (let ops = session.capture.fingerprintOps(FINGERPRINTS_PER_BATCH); ops.length; ops = session.capture.fingerprintOps(FINGERPRINTS_PER_BATCH)) {
     await session.store.batch(ops)
   }
 }

@@ -34,10 +34,10 @@ export async function squashOldest (session: Session, k: number): Promise<Squash
   const old = stack.slice(0, k)
   const merging = new Phase(progressSink(), 'merging turns', 'turns', k)
   for (const id of old) {
-    if (!session.layers.has(id)) session.layers.set(id, await session.store.loadLayer(id))
+    await session.history.load([id])
     merging.item()
   }
-  const merged: Map<string, Entry> = View.build(session.origin, old.map(id => session.layers.get(id)!)).entries
+  const merged: Map<string, Entry> = View.build(session.origin, session.history.entriesOf(old)).entries
   const layer = meta.nextLayer++
   const first = session.store.turnRecord(old[0])
   const last = session.store.turnRecord(old[k - 1])
@@ -49,8 +49,7 @@ export async function squashOldest (session: Session, k: number): Promise<Squash
   meta.redo = []
   ops.push(session.store.metaOp())
   await session.store.batch(ops, true)
-  session.layers.set(layer, new Map(merged))
-  for (const id of old) session.layers.delete(id)
+  session.history.replace(old, layer, new Map(merged))
   merging.end()
   return { squashed: k, turns: meta.stack.length }
 }

@@ -64,7 +64,7 @@ export async function keepBeforeOpen (session: Session, p: string, since: number
  * back where it was.
  */
 export async function keepMoved (session: Session, from: string, to: string, since: number): Promise<boolean> {
-  if (!session.origin.servedByReal(from) || session.fingerprints.has(from) || !plainPath(session.overlay.view, from)) return false
+  if (!session.origin.servedByReal(from) || session.capture.fingerprints.has(from) || !plainPath(session.overlay.view, from)) return false
   return await keepAsOriginal(session, from, to, since)
 }
 
@@ -76,14 +76,14 @@ export async function keepMoved (session: Session, from: string, to: string, sin
 async function keepAsOriginal (session: Session, p: string, source: string, since: number): Promise<boolean> {
   const origin = session.origin
   const before = lstatReal(origin, source)
-  if (before.type !== 'f' || before.blockedBy || before.size > KEEP_BYTES || !session.roomToSpare(before.size)) return false
+  if (before.type !== 'f' || before.blockedBy || before.size > KEEP_BYTES || !session.space.roomToSpare(before.size)) return false
   if (bornSince(session, source, since) !== false) return false
-  const e = await session.realEntryAsync(source) // its chunks go to the store as they are read
+  const e = await session.capture.realEntryAsync(source) // its chunks go to the store as they are read
   // Changed while it was read (an open let go after its wait): that is not the original.
   if (fingerprintDrift(fingerprintOf(before), lstatReal(origin, source)) || !origin.servedByReal(p)) return false
   origin.setBase(p, e)
-  if (!session.fingerprints.has(p)) session.setFingerprint(p, fingerprintOf(before))
-  await session.storeNow([session.store.baseOp(p, e)])
+  if (!session.capture.fingerprints.has(p)) session.capture.setFingerprint(p, fingerprintOf(before))
+  await session.persister.storeNow([session.store.baseOp(p, e)])
   return true
 }
 
@@ -93,6 +93,6 @@ async function keepAsOriginal (session: Session, p: string, source: string, sinc
  * say when cpfs had none (a new file, a new directory).
  */
 export function noteMade (session: Session, p: string): void {
-  if (session.fingerprints.has(p)) return
-  session.setFingerprint(p, fingerprintOf({ type: null } as RealStat))
+  if (session.capture.fingerprints.has(p)) return
+  session.capture.setFingerprint(p, fingerprintOf({ type: null } as RealStat))
 }

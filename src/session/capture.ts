@@ -1,0 +1,209 @@
+// Capture of the real directory: what the history depends on there, and keeping it.
+//  - Fingerprints (store/fingerprints.ts) of the real paths the history depends on, recorded
+//    the first time the mount changes a path, so that a plan can tell what changed outside.
+//  - Base entries: the real version of a path kept in the store, so that the history no
+//    longer depends on the real file (captureBase).
+//  - A turn that changed part of a big real file keeps pointing at the real file for the rest
+//    (copy-up is O(1)). If the daemon is killed and someone edits the real file before the
+//    next mount, that turn would show bytes it never had. So the original is read into the
+//    store soon after the first write, a chunk at a time between requests; once it is a base
+//    entry, the history no longer depends on the real file. It costs what the session's end
+//    would have cost anyway (plans/freeze.ts captures what is still missing then).
+import { fsError } from '../errors.js'
+import type { Origin, OriginStat } from '../overlay/origin.js'
+import type { Overlay } from '../overlay/overlay.js'
+import { parentOf } from '../overlay/paths.js'
+import { lstatReal, realContentSteps, realEntry } from '../overlay/real.js'
+import type { ChunkStore } from '../store/chunks.js'
+import { isInoKey, type LiveEntry, type Whiteout } from '../store/entries.js'
+import { fingerprintDrift, fingerprintOf, type Fingerprint, type RealStat } from '../store/fingerprints.js'
+import type { BatchOp } from '../store/keys.js'
+import type { Store } from '../store/store.js'
+import { PERSIST_BYTES, type Persister } from './persister.js'
+import type { Space } from './space.js'
+
+/** Real files up to this size have their original bytes kept at the first write (onCopyUp). */
+const EAGER_CAPTURE_BYTES = Number(process.env.CPFS_EAGER_CAPTURE_BYTES ?? 1024 * 1024)
+/** Chunks a capture of real files holds in memory before it writes them to the store. */
+const SPILL_BYTES = 32 * 1024 * 1024
+
+export class RealCapture {
+  /** Fingerprints of the real paths the history depends on, by path. */
+  fingerprints = new Map<string, Fingerprint>()
+  private readonly fpDirty = new Set<string>()
+  private readonly toFreeze = new Set<string>()
+  private freezing: Promise<void> | null = null
+  /** Set when the session stops serving the mount: the capture in progress gives up. */
+  private quiet = false
+
+  constructor (
+    private readonly store: Store,
+    private readonly chunks: ChunkStore,
+    private readonly origin: Origin,
+    private readonly overlay: Overlay,
+    private readonly persister: Persister,
+    private readonly space: Space
+  ) {}
+
+  /** Head path p changed: the real path it stands for gets a fingerprint, once. */
+  changed (p: string): void {
+    if (isInoKey(p)) {
+      // An inode record: the real path it came from is what the history depends on.
+      const rec = this.overlay.head.get(p)
+      const o = rec && rec.t !== 'w' && rec.t !== 'h' ? rec.o : undefined
+      if (o !== undefined && !this.fingerprints.has(o)) this.noteReal(o)
+    } else if (!this.fingerprints.has(p)) {
+      this.noteReal(p)
+    }
+  }
+
+  /** Record (or with null, forget) what cpfs knows of real path p; stored with the next batch. */
+  setFingerprint (p: string, f: Fingerprint | null): void {
+    if (f) this.fingerprints.set(p, f)
+    else this.fingerprints.delete(p)
+    this.fpDirty.add(p)
+  }
+
+  /** Store ops for the fingerprints changed since the last call (at most `max` of them). */
+  fingerprintOps (max = Infinity): BatchOp[] {
+    const ops: BatchOp[] = []
+    for (const p of this.fpDirty) {
+      if (ops.length >= max) break
+      ops.push(this.store.fingerprintOp(p, this.fingerprints.get(p) ?? null))
+      this.fpDirty.delete(p)
+    }
+    return ops
+  }
+
+  /**
+   * Keep the real directory's current version of p as its base entry (once): from then on
+   * the origin of p is that version, whatever happens to the real file. Returns the store op,
+   * or null when p already has one.
+   */
+  captureBase (p: string): BatchOp | null {
+    if (!this.origin.servedByReal(p)) return null
+    const e = realEntry(this.origin, this.chunks, p)
+    this.origin.setBase(p, e)
+    if (!this.fingerprints.has(p)) this.setFingerprint(p, fingerprintOf(lstatReal(this.origin, p)))
+    return this.store.baseOp(p, e)
+  }
+
+  /**
+   * captureBase for plans, absorb and freeze, which may read files of any size: the chunks go
+   * to the store as they are read (spill), so memory holds at most SPILL_BYTES of them.
+   */
+  async captureBaseAsync (p: string): Promise<BatchOp | null> {
+    if (!this.origin.servedByReal(p)) return null
+    const e = await this.realEntryAsync(p)
+    this.origin.setBase(p, e)
+    if (!this.fingerprints.has(p)) this.setFingerprint(p, fingerprintOf(lstatReal(this.origin, p)))
+    return this.store.baseOp(p, e)
+  }
+
+  /** realEntry of real path p, its chunks written to the store as they are read. */
+  async realEntryAsync (p: string): Promise<LiveEntry | Whiteout> {
+    const st = lstatReal(this.origin, p)
+    if (st.type !== 'f' || st.blockedBy) return realEntry(this.origin, this.chunks, p, undefined, st)
+    const steps = realContentSteps(this.origin, p, this.chunks)
+    let r = steps.next()
+    for (; !r.done; r = steps.next()) if (this.chunks.pendingBytes() >= SPILL_BYTES) await this.persister.spill()
+    return realEntry(this.origin, this.chunks, p, r.value, st)
+  }
+
+  /**
+   * The first write to an untouched real file: keep its original bytes now if it is small (a
+   * shell outside the mount could overwrite it before the session ends, and the history's
+   * "before" would be lost). Big files keep pointing at the real file (copy-up stays O(1))
+   * and are captured in the background (freezeLater); the session's end captures anything
+   * still missing (plans/freeze.ts).
+   */
+  onCopyUp (originPath: string, size: number): void {
+    // The real file must still be what the mount showed: bytes the processes in the mount did
+    // not see (another process wrote the real file, from outside) are never merged into their
+    // edit. The write fails; the real file is left as it is, and the session's end refuses to
+    // overwrite it (its fingerprint is what the mount showed).
+    const served = this.origin.servedStat(originPath)
+    if (served) {
+      const now = lstatReal(this.origin, originPath)
+      if (fingerprintDrift(fingerprintOf(servedAsReal(served)), now)) {
+        process.stderr.write(`cpfs daemon: ${new Date().toISOString()} ${originPath.slice(1)} changed outside the mount after the mount showed it: writes to it fail with EIO (unmount, then mount again to see the new version)\n`)
+        throw fsError('EIO', originPath, 'the real file changed outside the mount')
+      }
+    }
+    if (size > EAGER_CAPTURE_BYTES) return this.freezeLater(originPath)
+    const op = this.captureBase(originPath)
+    if (op) this.persister.queue(op)
+  }
+
+  /** Big real files whose original bytes are being read into the store, or 0. */
+  get capturing (): number {
+    return this.freezing ? this.toFreeze.size + 1 : 0
+  }
+
+  /** The mount stops: no new background work; waits for the capture in progress to give up. */
+  async quiesce (): Promise<void> {
+    this.quiet = true
+    this.toFreeze.clear()
+    await this.freezing
+  }
+
+  private noteReal (p: string): void {
+    if (p.includes('\0')) return // exchange's temporary name: never a real path
+    // Below a directory that did not exist, nothing does: no system call needed.
+    const parent = this.fingerprints.get(parentOf(p))
+    if (parent && parent.t === null) return this.setFingerprint(p, { ...parent, at: Date.now() })
+    // What the mount showed of p, if it showed anything: a process outside the mount that
+    // changed the real file since (a shell whose cwd was inside before the mount) made a
+    // change cpfs never saw, and the plan that would overwrite it must find it.
+    const served = this.origin.servedStat(p)
+    this.setFingerprint(p, served !== undefined ? fingerprintOf(servedAsReal(served)) : fingerprintOf(lstatReal(this.origin, p)))
+  }
+
+  private freezeLater (p: string): void {
+    if (this.quiet || !this.origin.servedByReal(p)) return
+    this.toFreeze.add(p)
+    this.freezing ??= this.freezeAll().finally(() => { this.freezing = null })
+  }
+
+  private async freezeAll (): Promise<void> {
+    while (!this.quiet && this.toFreeze.size) {
+      const p = this.toFreeze.values().next().value as string
+      this.toFreeze.delete(p)
+      try {
+        await this.freezeOne(p)
+      } catch (err: any) {
+        process.stderr.write(`cpfs daemon: ${new Date().toISOString()} cannot keep the original of ${p.slice(1)} yet (${err?.message ?? err}); the session's end will\n`)
+      }
+    }
+  }
+
+  private async freezeOne (p: string): Promise<void> {
+    const served = this.origin.servedStat(p)
+    const before = lstatReal(this.origin, p)
+    // Only the file the mount showed is the original; one changed from outside is drift.
+    if (!this.origin.servedByReal(p) || before.type !== 'f' || (served && fingerprintDrift(fingerprintOf(servedAsReal(served)), before))) return
+    if (!this.space.roomToSpare(before.size)) return
+    const steps = realContentSteps(this.origin, p, this.chunks)
+    let r = steps.next()
+    for (let n = 1; !r.done; n++, r = steps.next()) {
+      if (n % 16 !== 0) continue // 1 MiB between turns of the event loop
+      await new Promise(resolve => setImmediate(resolve))
+      if (this.quiet) return void steps.return(undefined as any)
+      if (this.chunks.pendingBytes() >= PERSIST_BYTES) await this.persister.persist(false)
+      await this.persister.backpressure()
+    }
+    const after = lstatReal(this.origin, p)
+    if (fingerprintDrift(fingerprintOf(before), after) || !this.origin.servedByReal(p)) return
+    const e = realEntry(this.origin, this.chunks, p, r.value, after)
+    this.origin.setBase(p, e)
+    if (!this.fingerprints.has(p)) this.setFingerprint(p, fingerprintOf(after))
+    this.persister.queue(this.store.baseOp(p, e))
+    this.persister.schedule()
+  }
+}
+
+/** An origin stat in the shape fingerprints take (a cached null: nothing was there). */
+function servedAsReal (st: OriginStat | null): RealStat {
+  if (st === null) return { type: null, ino: 0, size: 0, mode: 0, mtime: 0, mtimeNs: 0, ctime: 0, ctimeNs: 0 }
+  return { type: st.t, ino: st.ino, size: st.size, mode: st.mode & 0o7777, mtime: st.mtime, mtimeNs: st.mtimeNs, ctime: st.ctime, ctimeNs: st.ctimeNs }
+}

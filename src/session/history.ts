@@ -1,0 +1,217 @@
+// The history: the stack of layers (one per turn), the redo stack, the turn records, and the
+// layers loaded in memory. It is the one place that loads layers from the store, and the
+// only writer of the stack: plans and the session change the history through it.
+import { CpfsError } from '../errors.js'
+import { encode } from '../store/codec.js'
+import type { Entry } from '../store/entries.js'
+import { turnKey, type BatchOp } from '../store/keys.js'
+import type { Store, TurnRecord } from '../store/store.js'
+import { checkId, displayLine, neutralise } from './labels.js'
+
+/**
+ * Labels of a turn record. `prompt`: what the turn was opened for (the hook's prompt, exec's
+ * command, cpfs's own notes). `summary`: what the turn did, given when it was sealed (cpfs turn
+ * -m). Histories written before cpfs kept one `message`, given when the turn was opened (and
+ * cpfs's own notes still use it): it is read as the prompt.
+ */
+export interface Labels {
+  prompt?: string
+  summary?: string
+}
+export type LabelledRecord = TurnRecord & Labels
+
+/** What `cpfs turn` is told: a message for the turn it seals, a prompt and an id for the one it opens. */
+export interface TurnOptions {
+  message?: string
+  prompt?: string
+  id?: string
+}
+
+/** A new stack, with what it replaces and the turn records it writes (see History.rewindChange). */
+export interface StackChange {
+  stack: number[]
+  redo: number[][]
+  records: TurnRecord[]
+  /** Layers this change creates (empty ones, or a restored head prepared in memory). */
+  newLayers: number[]
+  /** Set when the old stack is set aside by `unmount --discard`. */
+  discarded?: DiscardedBranch
+}
+
+export interface DiscardedBranch {
+  stack: number[]
+  at: number
+  /** Turns it held that the real directory did not. */
+  pending: number
+}
+
+export class History {
+  /** Layers loaded in memory: the stack's and any a redo may return to. */
+  readonly layers = new Map<number, Map<string, Entry>>()
+
+  constructor (readonly store: Store) {}
+
+  get meta () {
+    return this.store.meta
+  }
+
+  get headLayer (): number {
+    return this.meta.stack[this.meta.stack.length - 1]
+  }
+
+  /** The head turn's number (turns count from 1). */
+  get head (): number {
+    return this.meta.stack.length
+  }
+
+  /** Load the given layers that are not in memory yet (the one place that reads layers). */
+  async load (ids: Iterable<number>): Promise<void> {
+    for (const id of ids) if (!this.layers.has(id)) this.layers.set(id, await this.store.loadLayer(id))
+  }
+
+  /** A layer made outside the stack's own changes (outside changes absorbed) joins the loaded ones. */
+  adopt (id: number, entries: Map<string, Entry>): void {
+    this.layers.set(id, entries)
+  }
+
+  /** Layers `old` were merged into layer `id` (prune): only the merged one stays loaded. */
+  replace (old: number[], id: number, merged: Map<string, Entry>): void {
+    this.layers.set(id, merged)
+    for (const o of old) this.layers.delete(o)
+  }
+
+  /** The layers of `ids`, in order; each must be loaded (see load). */
+  entriesOf (ids: number[]): Array<Map<string, Entry>> {
+    return ids.map(id => this.layers.get(id)!)
+  }
+
+  /** Paths whose state may differ between two stacks: what their non-shared layers recorded. */
+  stackDiff (a: number[], b: number[]): Set<string> {
+    let cp = 0
+    while (cp < a.length && cp < b.length && a[cp] === b[cp]) cp++
+    const out = new Set<string>()
+    for (const id of [...a.slice(cp), ...b.slice(cp)]) for (const p of this.layers.get(id)?.keys() ?? []) out.add(p)
+    return out
+  }
+
+  /** Turns whose changes the real directory does not hold yet. */
+  pending (): number {
+    const { stack, applied } = this.meta
+    let cp = 0
+    while (cp < stack.length && cp < applied.length && stack[cp] === applied[cp]) cp++
+    const nonEmpty = (id: number): boolean => (this.layers.get(id)?.size ?? 1) > 0
+    return stack.slice(cp).filter(nonEmpty).length + applied.slice(cp).filter(nonEmpty).length
+  }
+
+  /** An id for a new turn, checked: ids must be new, or `rewind ID` would be ambiguous. */
+  newId (id: string): string {
+    const checked = checkId(id)
+    const at = this.turnsWithId(checked)
+    if (at.length) throw new CpfsError('DUPLICATE_ID', `turn ${at[0]} already has the id "${checked}"`, `give each turn its own id (cpfs rewind ${checked} goes back to the start of turn ${at[0]})`)
+    return checked
+  }
+
+  /** Turn number for a user-supplied TURN: a number in 1..head or an external id. */
+  resolveTurn (spec: string | number): number {
+    const s = String(spec).trim()
+    // -N counts back from the head, as negative indexes do: -1 is the head turn (its start is
+    // the last checkpoint), -2 the turn before. Ids can never look like this (checkId).
+    if (/^-\d+$/.test(s)) {
+      const n = this.head + 1 + Number(s)
+      if (Number(s) !== 0 && n >= 1) return n
+      throw new CpfsError('UNKNOWN_TURN', `turn ${s} does not exist: there ${this.head === 1 ? 'is 1 turn' : `are ${this.head} turns`} (-1 is the head turn, ${this.head}; -${this.head} is turn 1)`, 'see cpfs log')
+    }
+    if (/^\d+$/.test(s)) {
+      const n = Number(s)
+      if (n >= 1 && n <= this.head) return n
+      throw new CpfsError('UNKNOWN_TURN', `turn ${s} does not exist (turns are 1..${this.head})`, 'see cpfs log')
+    }
+    const named = this.turnsWithId(s)
+    if (named.length === 1) return named[0]
+    if (named.length > 1) throw new CpfsError('AMBIGUOUS_ID', `the id "${displayLine(s)}" names turns ${named.join(' and ')}`, 'use the turn number')
+    if (s === '') throw new CpfsError('BAD_TURN', 'no turn given', 'pass a turn number or an external id from cpfs log')
+    throw new CpfsError('UNKNOWN_TURN', `no turn has the number or id "${s}"`, 'see cpfs log for turn numbers and ids')
+  }
+
+  /**
+   * Seal the head turn and open a new, empty one (in memory now; the records' ops to store).
+   * `written`: turn records going into the same batch, not in the store yet — a restored head
+   * prepared offline is one, and reading its record from the store would find none (it was
+   * sealed with openedAt 0 and without its labels).
+   */
+  sealHead (opts: TurnOptions = {}, written: TurnRecord[] = []): BatchOp[] {
+    const now = Date.now()
+    const pending = written.find(r => r.layer === this.headLayer)
+    const sealed: LabelledRecord = pending ? { ...pending } : this.store.turnRecord(this.headLayer)
+    sealed.sealedAt = now
+    if (opts.message !== undefined) sealed.summary = neutralise(opts.message)
+    const layer = this.meta.nextLayer++
+    const rec: LabelledRecord = { layer, openedAt: now }
+    if (opts.prompt !== undefined) rec.prompt = neutralise(opts.prompt)
+    if (opts.id !== undefined) rec.id = opts.id
+    this.meta.stack.push(layer)
+    this.layers.set(layer, new Map())
+    return [
+      { type: 'put', key: turnKey(sealed.layer), value: encode(sealed) },
+      { type: 'put', key: turnKey(layer), value: encode(rec) }
+    ]
+  }
+
+  /**
+   * The stack of a rewind to the start of turn t, with what it replaces and the turn records
+   * it writes. Computed first, applied by `apply` — in the same batch as a plan's commit when
+   * the real directory must change with it, so a crash never separates the two.
+   */
+  rewindChange (t: number): StackChange {
+    const old = this.meta.stack.slice()
+    const target: LabelledRecord = this.store.turnRecord(old[t - 1])
+    const layer = this.meta.nextLayer++
+    // The turn starts again: it keeps what it was opened for, not what it had done.
+    const rec: LabelledRecord = { layer, openedAt: Date.now(), rewound: t }
+    if (target.prompt !== undefined) rec.prompt = target.prompt
+    if (target.message !== undefined) rec.message = target.message
+    if (target.id !== undefined) rec.id = target.id
+    return { stack: old.slice(0, t - 1).concat(layer), redo: [...this.meta.redo, old], records: [rec], newLayers: [layer] }
+  }
+
+  /**
+   * `unmount --discard`: back to the applied stack plus a new head; the old stack, which held
+   * `pending` turns the real directory does not, is set aside (redo brings it back).
+   */
+  async discardChange (pending: number): Promise<StackChange> {
+    await this.load(this.meta.applied)
+    const old = this.meta.stack.slice()
+    const layer = this.meta.nextLayer++
+    const rec: LabelledRecord = { layer, openedAt: Date.now(), prompt: 'after discarding' }
+    return {
+      stack: [...this.meta.applied, layer],
+      redo: [...this.meta.redo, old],
+      records: [rec],
+      newLayers: [layer],
+      discarded: { stack: old, at: Date.now(), pending }
+    }
+  }
+
+  /** Make a stack change in memory; returns the store ops of its records (the caller adds metaOp). */
+  apply (c: StackChange): BatchOp[] {
+    for (const id of c.newLayers) if (!this.layers.has(id)) this.layers.set(id, new Map())
+    this.meta.stack = c.stack.slice()
+    this.meta.redo = c.redo.map(r => r.slice())
+    if (c.discarded) this.meta.discarded = [...(this.meta.discarded ?? []), c.discarded]
+    return c.records.map(rec => ({ type: 'put' as const, key: turnKey(rec.layer), value: encode(rec) }))
+  }
+
+  /** Say what a turn was opened for (fork: where the new history came from). */
+  async labelTurn (turn: number, prompt: string): Promise<void> {
+    const rec: LabelledRecord = this.store.turnRecord(this.meta.stack[turn - 1])
+    rec.prompt = neutralise(prompt)
+    await this.store.batch([{ type: 'put', key: turnKey(rec.layer), value: encode(rec) }], true)
+  }
+
+  /** The turns (numbers) of the stack that carry this id. */
+  private turnsWithId (id: string): number[] {
+    const out: number[] = []
+    this.meta.stack.forEach((layer, i) => { if (this.store.turnRecord(layer).id === id) out.push(i + 1) })
+    return out
+  }
+}

@@ -1,0 +1,375 @@
+// The persister: head-layer changes reach the store in atomic batches, in order, a few
+// milliseconds after they happen; fsync and turns wait for theirs with sync=true. Small
+// batches go to cpfs's write-ahead log first (store/wal.ts), which makes them durable against
+// kill -9 with one write(2), and reach LevelDB a few milliseconds later, several at a time.
+// A batch that fails (a full disk) keeps its changes for the next attempt.
+import { CpfsError } from '../errors.js'
+import type { Overlay } from '../overlay/overlay.js'
+import type { ChunkStore } from '../store/chunks.js'
+import { encodeEntry } from '../store/codec.js'
+import { entryKey, type BatchOp } from '../store/keys.js'
+import type { Store } from '../store/store.js'
+import { walSeqOp } from '../store/wal.js'
+import type { HeadChunks } from './head-chunks.js'
+import type { Space } from './space.js'
+
+const PERSIST_DELAY_MS = 20
+/** Batches with more file data than this go to LevelDB directly, not through the log. */
+const WAL_RECORD_BYTES = 1024 * 1024
+/** Logged batches go on to LevelDB this many ms after the first, or at this many bytes. */
+const WAL_SUBMIT_MS = Number(process.env.CPFS_WAL_SUBMIT_MS ?? 5)
+const WAL_SUBMIT_BYTES = 8 * 1024 * 1024
+/** The log's file is emptied once LevelDB has all of it; past this size, it is made to. */
+const WAL_MAX_BYTES = 16 * 1024 * 1024
+/** CPFS_WAL=0: every durable answer waits for LevelDB, as before the log (for measuring). */
+const WAL_ON = process.env.CPFS_WAL !== '0'
+/** Chunk bytes in flight to LevelDB above which writes wait (see backpressure()). */
+const MAX_INFLIGHT_BYTES = 64 * 1024 * 1024
+/** Written bytes that make a batch at once instead of after PERSIST_DELAY_MS. */
+export const PERSIST_BYTES = 16 * 1024 * 1024
+
+/** What the persister writes besides the head's entries, from the parts that own it. */
+export interface PersistSources {
+  /** The head layer's id: where entries go. */
+  headLayer: () => number
+  /** Store ops for the fingerprints changed since the last call (RealCapture.fingerprintOps). */
+  fingerprintOps: () => BatchOp[]
+}
+
+export class Persister {
+  /** Chunk bytes handed to LevelDB and not written yet. */
+  inflight = 0
+  private dirtyPaths = new Set<string>()
+  /** Dirty paths whose only changes since the last batch are written data (changedData). */
+  private readonly dataOnly = new Set<string>()
+  private metaDirty = false
+  /** While set, every head-layer path that changes is added here too (restore). */
+  private collecting: Set<string> | null = null
+  private timer: NodeJS.Timeout | null = null
+  private chain: Promise<void> = Promise.resolve()
+  private retryOps: BatchOp[] = []
+  /** Chunks (hex) of failed batches, waiting in retryOps. */
+  private retryHexes: string[] = []
+  private unflushedBytes = 0
+  // Logged batches not yet handed to LevelDB (persist), and the timer that hands them on.
+  private walOps: BatchOp[] = []
+  private walHexes: string[] = []
+  private walBytes = 0
+  private walTimer: NodeJS.Timeout | null = null
+  /** LevelDB batches on their way that hold changes the log does not (persist). */
+  private unlogged = 0
+  private soon: Promise<void> | null = null
+
+  constructor (
+    private readonly store: Store,
+    private readonly chunks: ChunkStore,
+    private readonly overlay: Overlay,
+    private readonly headChunks: HeadChunks,
+    private readonly space: Space,
+    private readonly sources: PersistSources
+  ) {}
+
+  /** Head path p changed (its entry, or an open file's node): it goes with the next batch. */
+  changed (p: string): void {
+    this.dataOnly.delete(p)
+    this.collecting?.add(p)
+    this.dirtyPaths.add(p)
+    this.schedule()
+  }
+
+  /**
+   * A write into a file: like `changed`, but if nothing else about p changed since the last
+   * batch, a batch made for durability (durable()) may leave p for the next one, so that a
+   * namespace change does not re-encode a big file being written (its data is promised at
+   * close or fsync, which take everything).
+   */
+  changedData (p: string): void {
+    const meta = this.dirtyPaths.has(p) && !this.dataOnly.has(p)
+    this.changed(p)
+    if (!meta) this.dataOnly.add(p)
+  }
+
+  /** The history's metadata (stack, redo, inode counter) changed: it goes with the next batch. */
+  metaChanged (): void {
+    this.metaDirty = true
+  }
+
+  /** The metadata goes with a batch the caller is making (commit, commitLive). */
+  private takeMeta (): void {
+    this.metaDirty = false
+  }
+
+  /** Run fn with every head path it changes collected into `into` (restore). */
+  collect<T> (into: Set<string>, fn: () => T): T {
+    this.collecting = into
+    try {
+      return fn()
+    } finally {
+      this.collecting = null
+    }
+  }
+
+  /** Store ops that go with the next batch, before the head's changes (a base entry kept). */
+  queue (op: BatchOp): void {
+    this.retryOps.push(op)
+  }
+
+  noteWritten (bytes: number): void {
+    this.unflushedBytes += bytes
+    if (this.unflushedBytes >= PERSIST_BYTES) this.persist(false)?.catch(() => {})
+  }
+
+  /** A batch soon (PERSIST_DELAY_MS), for changes that came without one. */
+  schedule (): void {
+    if (this.timer) return
+    this.timer = setTimeout(() => {
+      this.timer = null
+      this.persist(false)?.catch(() => {})
+    }, PERSIST_DELAY_MS)
+  }
+
+  /**
+   * Collect every pending change into one batch, synchronously, and hand it on. Returns null
+   * when the batch is durable already (against kill -9 of the daemon): it went to the
+   * write-ahead log (store/wal.ts) and reaches LevelDB a few milliseconds later with others.
+   * Otherwise it returns a promise for its LevelDB batch: `sync` (fsync, sealed turns), file
+   * data over WAL_RECORD_BYTES, a retry after a failed batch, or while such a batch is still
+   * on its way (a logged batch must never reach LevelDB, on replay, without one before it).
+   */
+  persist (sync: boolean, metaOnly = false): Promise<void> | null {
+    if (this.timer && !metaOnly) {
+      clearTimeout(this.timer)
+      this.timer = null
+    }
+    const ops: BatchOp[] = this.retryOps
+    // After a failed batch (a full disk) its ops come first; the user's rm of the culprit
+    // deletes what they put, and only then can the batch fit again.
+    const retrying = ops.length > 0
+    this.retryOps = []
+    const paths = this.takeDirty(metaOnly)
+    this.entryOps(paths, ops)
+    this.headChunks.release(paths, this.overlay.head, ops)
+    // Never push(...list): a list of 100,000s of ops overflows the call stack.
+    for (const op of this.sources.fingerprintOps()) ops.push(op)
+    const drained = this.chunks.drain(ops)
+    const bytes = drained.bytes
+    // Chunks of a batch that failed are retried with it, and readable until one lands.
+    const hexes = this.retryHexes.concat(drained.hexes)
+    this.retryHexes = []
+    if (this.metaDirty) {
+      ops.push(this.store.metaOp())
+      this.metaDirty = false
+    }
+    if (retrying) lastOpPerKey(ops)
+    this.unflushedBytes = 0
+    // A log that keeps growing (LevelDB never caught up with it while busy) is drained by one
+    // batch that is not logged: nothing is logged while it is on its way, so it empties the log.
+    if (!sync && !retrying && this.unlogged === 0 && bytes <= WAL_RECORD_BYTES && this.store.wal.size < WAL_MAX_BYTES && WAL_ON) {
+      return this.log(ops, hexes, bytes)
+    }
+    return this.submit(ops, hexes, bytes, sync)
+  }
+
+  /** The dirty paths a batch takes: all of them, or (metaOnly) those with more than written data. */
+  private takeDirty (metaOnly: boolean): Iterable<string> {
+    let paths: Iterable<string> = this.dirtyPaths
+    if (metaOnly && this.dataOnly.size) {
+      paths = [...this.dirtyPaths].filter(p => !this.dataOnly.has(p))
+      this.dirtyPaths = new Set(this.dataOnly)
+    } else {
+      this.dirtyPaths = new Set()
+      this.dataOnly.clear()
+    }
+    return paths
+  }
+
+  /** The head entries of `paths` as store ops; open files' data is flushed into their entries first. */
+  private entryOps (paths: Iterable<string>, ops: BatchOp[]): void {
+    const layer = this.sources.headLayer()
+    const head = this.overlay.head
+    for (const p of paths) {
+      const node = this.overlay.nodes.get(p)
+      if (node) {
+        this.overlay.flushNode(node)
+        if (node.opens <= 0) this.overlay.nodes.delete(p)
+      }
+      const e = head.get(p)
+      if (e) ops.push({ type: 'put', key: entryKey(layer, p), value: encodeEntry(e) })
+      else ops.push({ type: 'del', key: entryKey(layer, p) })
+    }
+  }
+
+  /** A batch into the write-ahead log: durable now; LevelDB gets it with the next submit. */
+  private log (ops: BatchOp[], hexes: string[], bytes: number): Promise<void> | null {
+    if (ops.length === 0) return null
+    try {
+      this.store.wal.append(ops)
+    } catch (err: any) {
+      this.retryOps = ops
+      this.retryHexes = hexes
+      this.space.failed(err, false)
+      return Promise.reject(storeWriteError(err))
+    }
+    for (const op of ops) this.walOps.push(op)
+    for (const h of hexes) this.walHexes.push(h)
+    this.walBytes += bytes
+    this.inflight += bytes
+    if (this.walBytes >= WAL_SUBMIT_BYTES) void this.submit([], [], 0, false).catch(() => {})
+    else this.walTimer ??= setTimeout(() => { this.walTimer = null; void this.submit([], [], 0, false).catch(() => {}) }, WAL_SUBMIT_MS)
+    return null
+  }
+
+  /**
+   * One LevelDB batch on the ordered chain: the logged batches not yet in LevelDB come first
+   * (with the log's sequence number, so that replaying the log skips them), then `ops`.
+   */
+  private submit (ops: BatchOp[], hexes: string[], bytes: number, sync: boolean): Promise<void> {
+    if (this.walTimer) {
+      clearTimeout(this.walTimer)
+      this.walTimer = null
+    }
+    const logged = this.walOps.length > 0
+    const seq = this.store.wal.seq
+    const all = logged ? [...this.walOps, ...ops, walSeqOp(seq)] : ops
+    const allHexes = logged ? this.walHexes.concat(hexes) : hexes
+    const allBytes = this.walBytes + bytes
+    this.walOps = []
+    this.walHexes = []
+    this.walBytes = 0
+    this.inflight += bytes
+    const unlogged = ops.length > 0 || sync
+    if (unlogged) this.unlogged++
+    const run = async (): Promise<void> => {
+      if (all.length === 0 && !sync) return
+      try {
+        await this.space.unwedge()
+        await this.store.batch(all, sync)
+        this.space.landed()
+        this.chunks.landed(allHexes)
+        if (logged) this.store.wal.landed(seq)
+      } catch (err: any) {
+        // Keep the changes for the next attempt; new writes get ENOSPC meanwhile.
+        this.retryOps = all.concat(this.retryOps)
+        this.retryHexes = allHexes.concat(this.retryHexes)
+        this.space.failed(err, true)
+        throw storeWriteError(err)
+      }
+    }
+    const p = this.chain.then(run, run).finally(() => {
+      this.inflight -= allBytes
+      if (unlogged) this.unlogged--
+    })
+    this.chain = p.catch(() => {})
+    this.headChunks.compactAfter(p)
+    return p
+  }
+
+  /** Write ops plus the metadata in one synced batch, after everything queued before. */
+  async commit (ops: BatchOp[]): Promise<void> {
+    ops.push(this.store.metaOp())
+    this.takeMeta()
+    await this.submit(ops, [], 0, true)
+  }
+
+  /** One synced batch of `ops` and every queued chunk (plans, absorb, freeze; nothing mounted). */
+  async syncBatch (ops: BatchOp[]): Promise<void> {
+    const { hexes } = this.chunks.drain(ops)
+    try {
+      if (ops.length) await this.store.batch(ops, true)
+    } finally {
+      this.chunks.landed(hexes)
+    }
+  }
+
+  /**
+   * syncBatch while mounted: after every batch the mount queued before it (a metadata record
+   * of theirs landing later would undo this one's), with every queued chunk.
+   */
+  async commitLive (ops: BatchOp[]): Promise<void> {
+    await this.persist(false)
+    const { hexes } = this.chunks.drain(ops)
+    this.takeMeta()
+    await this.submit(ops, hexes, 0, true)
+  }
+
+  /** Store ops with the next batch, now: durable against kill -9 of the daemon when this returns. */
+  async storeNow (ops: BatchOp[]): Promise<void> {
+    for (const op of ops) this.retryOps.push(op)
+    await this.persist(false)
+  }
+
+  /**
+   * Write the queued chunks now, in a batch of their own: a chunk in the store that nothing
+   * references yet is harmless (a crash leaves it for garbage collection), and the batch that
+   * references it comes later in the same log.
+   */
+  async spill (): Promise<void> {
+    const ops: BatchOp[] = []
+    const { hexes } = this.chunks.drain(ops)
+    try {
+      if (ops.length) await this.store.batch(ops, false)
+    } finally {
+      this.chunks.landed(hexes)
+    }
+  }
+
+  /**
+   * Writers faster than the store: once more than MAX_INFLIGHT_BYTES wait for LevelDB, a
+   * WRITE is answered only when the queue has drained (the daemon's memory stays bounded).
+   */
+  backpressure (): Promise<void> | null {
+    return this.inflight > MAX_INFLIGHT_BYTES ? this.chain : null
+  }
+
+  /**
+   * Every change made so far made durable against kill -9 of the daemon: namespace and
+   * metadata changes (create, rename, unlink, chmod...) are answered only then. null: it is
+   * already (logged, see persist). Otherwise a promise; changes made while the current
+   * wake-up's requests run then share one batch (it is cut after them, in setImmediate).
+   */
+  durable (): Promise<void> | null {
+    // Logged at once (the usual case): durable now, answered now.
+    if (this.unlogged === 0 && this.retryOps.length === 0 && !this.soon) return this.persist(false, true)
+    if (!this.soon) {
+      this.soon = new Promise<void>((resolve, reject) => {
+        setImmediate(() => {
+          this.soon = null
+          const p = this.persist(false)
+          if (p) p.then(resolve, reject)
+          else resolve()
+        })
+      })
+    }
+    return this.soon
+  }
+
+  /**
+   * Flush every open file's dirty data into one batch. The batch is collected synchronously
+   * (so callers can change the stack right after, before any other op runs) and the promise
+   * resolves once the store has it (durably with sync).
+   */
+  flushAll (sync: boolean): Promise<void> | null {
+    for (const [p, node] of this.overlay.nodes) if (node.dirty.size > 0) this.dirtyPaths.add(p)
+    return this.persist(sync)
+  }
+}
+
+/**
+ * Keep only the last op for each key, in place and in order: a put followed by a delete of the
+ * same key (a chunk written, its batch refused for space, then its file removed) writes nothing.
+ */
+export function lastOpPerKey (ops: BatchOp[]): void {
+  const seen = new Set<string>()
+  let w = ops.length
+  for (let i = ops.length - 1; i >= 0; i--) {
+    const op = ops[i]
+    if (seen.has(op.key)) continue
+    seen.add(op.key)
+    ops[--w] = op
+  }
+  ops.splice(0, w)
+}
+
+function storeWriteError (err: any): CpfsError {
+  return new CpfsError('STORE_WRITE', `cannot write to the store: ${err?.cause?.message ?? err?.message}`, 'free space on the store disk', { cause: err })
+}

@@ -1,0 +1,93 @@
+// What the history says of itself: the turns of the stack, with the paths each changed and
+// how much (cpfs log, the hook's and MCP's summaries).
+import type { Origin } from '../overlay/origin.js'
+import { View } from '../overlay/view.js'
+import { chunkLen, inoOfKey, isInoKey, type Entry } from '../store/entries.js'
+import type { UnderneathWrite } from '../store/underneath.js'
+import type { History, LabelledRecord } from './history.js'
+
+export interface TurnInfo {
+  turn: number
+  layer: number
+  openedAt: number
+  sealedAt: number | null
+  /** What the turn was opened for (a prompt, a command). */
+  prompt: string | null
+  /** What the turn did, given when it was sealed (cpfs turn -m). */
+  message: string | null
+  id: string | null
+  files: number
+  bytes: number
+  head: boolean
+  /** The paths it changed: as `cpfs diff T` lists them when the log has lines, else as its layer recorded them. */
+  changes: Array<{ path: string, change: 'added' | 'modified' | 'deleted' | 'mode' | 'type' | 'symlink' | 'moved' | 'owner' }>
+  /** Lines added and removed in text files (cpfs log; not computed for hooks). */
+  insertions?: number
+  deletions?: number
+  /** Changes made underneath the mount that this turn holds: how many, and who made the first (store/underneath.ts). */
+  underneath?: { count: number, first: UnderneathWrite[] }
+}
+
+/**
+ * The turns of the stack. `changed[i]`, when given, holds the paths turn i+1 really changed
+ * (as `cpfs diff` counts them): its bytes are then those of these paths only. A file
+ * written again with the bytes it had (tsc rewriting its outputs, a restore to what is
+ * there) is in the layer, but changed nothing: "0 paths ... 21 KiB" said otherwise.
+ */
+export function turnLog (history: History, origin: Origin, changed?: Array<Set<string>>): TurnInfo[] {
+  const out: TurnInfo[] = []
+  history.meta.stack.forEach((layer, i) => {
+    const rec: LabelledRecord = history.store.turnRecord(layer)
+    const entries: Map<string, Entry> = history.layers.get(layer) ?? new Map()
+    const keep = changed?.[i]
+    let files = 0
+    let bytes = 0
+    const changes: TurnInfo['changes'] = []
+    const listed = new Set<string>()
+    const records: Array<[number, Entry, number]> = []
+    for (const [p, e] of entries) {
+      let b = 0
+      if (e.t === 'f') for (const [idx, c] of e.chunks) if (c) b += chunkLen(e.size, idx)
+      if (isInoKey(p)) {
+        records.push([inoOfKey(p), e, b])
+        continue
+      }
+      if (!keep || keep.has(p)) bytes += b
+      if (e.t === 'd' && e.n !== 1 && !e.redirect) continue
+      files++
+      listed.add(p)
+      changes.push({ path: p, change: e.t === 'w' ? 'deleted' : e.n === 1 ? 'added' : 'modified' })
+    }
+    // An inode record changed (a write through a hard link): its names changed.
+    if (records.length) {
+      const view = View.build(origin, history.meta.stack.slice(0, i + 1).map(id => history.layers.get(id) ?? new Map()))
+      for (const [ino, e, b] of records) {
+        const names = view.namesOf(ino)
+        const o = e.t !== 'w' && e.t !== 'h' ? e.o : undefined
+        if (o !== undefined && view.resolve(o)?.key === '#' + ino) names.push(o)
+        if (!keep || names.some(p => keep.has(p))) bytes += b
+        for (const p of names) {
+          if (listed.has(p)) continue
+          listed.add(p)
+          files++
+          changes.push({ path: p, change: 'modified' })
+        }
+      }
+    }
+    changes.sort((a, b) => a.path < b.path ? -1 : 1)
+    out.push({
+      turn: i + 1,
+      layer,
+      openedAt: rec.openedAt,
+      sealedAt: rec.sealedAt ?? null,
+      prompt: rec.prompt ?? rec.message ?? null,
+      message: rec.summary ?? null,
+      id: rec.id ?? null,
+      files,
+      bytes,
+      head: i === history.meta.stack.length - 1,
+      changes
+    })
+  })
+  return out
+}
