@@ -5,6 +5,7 @@ import * as fs from 'node:fs'
 import { basename, dirname, join, resolve as resolvePath } from 'node:path'
 import { CpfsError, isCpfsError } from './errors.js'
 import { callDaemon, statusFromDaemon, workspacePaths, type StatusInfo } from './control/mounted.js'
+import type { ArgsOf, CommandName, ResultOf, UnmountResult } from './control/protocol.js'
 import type { ReadyInfo } from './daemon/daemon.js'
 import { daemonUp, startDaemon, statDev, stopStaleDaemon, type StartOptions } from './daemons.js'
 import { unmountPath } from './fuse/mount.js'
@@ -28,6 +29,7 @@ export interface Target {
 }
 
 export type { StatusInfo } from './control/mounted.js'
+export type { UnmountResult } from './control/protocol.js'
 
 function where (t: Target): Location {
   return locate(t.dir ?? '.', t.store)
@@ -75,8 +77,8 @@ async function offline<T> (loc: Location, fn: (s: Session, finished: boolean) =>
   }
 }
 
-async function viaDaemonOr<T> (loc: Location, cmd: string, args: Record<string, unknown>, fn: (s: Session) => Promise<T>, mode: 'write' | 'read' = 'write'): Promise<T> {
-  if (await daemonUp(loc)) return await callDaemon(loc, { cmd, args }) as T
+async function viaDaemonOr<C extends CommandName> (loc: Location, cmd: C, args: ArgsOf<C>, fn: (s: Session) => Promise<ResultOf<C>>, mode: 'write' | 'read' = 'write'): Promise<ResultOf<C>> {
+  if (await daemonUp(loc)) return await callDaemon(loc, { cmd, args })
   return await offline(loc, fn, mode)
 }
 
@@ -99,20 +101,6 @@ export async function mount (opts: MountOptions = {}): Promise<MountInfo> {
   return { ...ready, underneath }
 }
 
-export interface UnmountResult {
-  applied: boolean
-  summary: PlanSummary | null
-  /** With --discard: turns set aside (cpfs redo brings them back until the next write). */
-  discarded?: number
-  /**
-   * Set when no daemon served the workspace: 'stale' (a mount whose daemon was gone, now
-   * removed) or 'offline' (not mounted). The pending turns (a daemon stopped without applying)
-   * were then applied, or set aside with --discard; `pending` says how many.
-   */
-  notMounted?: 'stale' | 'offline'
-  pending?: number
-}
-
 /**
  * Flush, unmount, then apply the head view to the real directory (verified) unless discard.
  * Not mounted: the turns a stopped daemon left unapplied are applied (or set aside); with none,
@@ -121,7 +109,7 @@ export interface UnmountResult {
 export async function unmount (opts: Target & { discard?: boolean, force?: boolean } = {}): Promise<UnmountResult> {
   const loc = where(opts)
   if (await daemonUp(loc)) {
-    return await callDaemon(loc, { cmd: 'unmount', args: { discard: Boolean(opts.discard), force: Boolean(opts.force) } }) as UnmountResult
+    return await callDaemon(loc, { cmd: 'unmount', args: { discard: Boolean(opts.discard), force: Boolean(opts.force) } })
   }
   const stale = loc.stale || isMounted(loc.workspace)
   if (stale) await unmountPath(loc.workspace, true)
@@ -153,7 +141,7 @@ export async function unmount (opts: Target & { discard?: boolean, force?: boole
 export async function turn (opts: Target & TurnOptions = {}): Promise<number> {
   const loc = where(opts)
   const labels: TurnOptions = { message: opts.message, prompt: opts.prompt, id: opts.id }
-  if (await daemonUp(loc)) return (await callDaemon(loc, { cmd: 'turn', args: { ...labels } }) as { head: number }).head
+  if (await daemonUp(loc)) return (await callDaemon(loc, { cmd: 'turn', args: { ...labels } })).head
   // Not mounted, nothing can change: a turn would only be an empty one in the history.
   if (loc.stale || isMounted(loc.workspace)) {
     throw new CpfsError('STALE_MOUNT', `the cpfs daemon for ${loc.workspace} is not running but its mount is still there`, `run cpfs mount ${loc.workspace} to recover it, then cpfs turn`)
@@ -186,7 +174,7 @@ export interface RewindResult {
 /** Make the workspace what it was when TURN began. Not mounted: through a verified plan. */
 export async function rewind (turnSpec: string | number, opts: Target & { force?: boolean } = {}): Promise<RewindResult> {
   const loc = where(opts)
-  if (await daemonUp(loc)) return { ...await callDaemon(loc, { cmd: 'rewind', args: { turn: String(turnSpec) } }) as any, mounted: true }
+  if (await daemonUp(loc)) return { ...await callDaemon(loc, { cmd: 'rewind', args: { turn: String(turnSpec) } }), mounted: true }
   return await offline(loc, async (s) => {
     const asked = s.resolveTurn(turnSpec)
     if (s.atStartOf(asked)) {
@@ -221,7 +209,7 @@ export async function restore (turnSpec: string | number, paths: string[], opts:
   const loc = where(opts)
   if (paths.length === 0) throw new CpfsError('USAGE', 'no path to restore', 'name at least one file or directory')
   const rel = workspacePaths(loc.workspace, paths)
-  if (await daemonUp(loc)) return { ...await callDaemon(loc, { cmd: 'restore', args: { turn: String(turnSpec), paths: rel } }) as any, mounted: true }
+  if (await daemonUp(loc)) return { ...await callDaemon(loc, { cmd: 'restore', args: { turn: String(turnSpec), paths: rel } }), mounted: true }
   return await offline(loc, async (s) => {
     const pending = s.pending()
     if (pending > 0) throw new CpfsError('PENDING', `${pending} turn${pending === 1 ? ' is' : 's are'} not applied to the real directory yet`, `run cpfs unmount ${loc.workspace} (it applies them) or mount the workspace, then restore`)
@@ -283,7 +271,7 @@ export async function fork (turnSpec: string | number, dest: string, opts: Targe
 /** What `rewind` would do, without doing it (an agent host's confirmation dialog). */
 export async function rewindPreview (turnSpec: string | number, opts: Target = {}): Promise<RewindPreview> {
   const loc = where(opts)
-  if (await daemonUp(loc)) return await callDaemon(loc, { cmd: 'preview-rewind', args: { turn: String(turnSpec) } }) as RewindPreview
+  if (await daemonUp(loc)) return await callDaemon(loc, { cmd: 'preview-rewind', args: { turn: String(turnSpec) } })
   return await offline(loc, async (s) => await previewRewind(s, String(turnSpec), false), 'read')
 }
 
@@ -301,7 +289,7 @@ export async function diff (spec: string | number | undefined, opts: Target & { 
 
 export async function undo (opts: Target & { force?: boolean } = {}): Promise<RewindResult> {
   const loc = where(opts)
-  if (await daemonUp(loc)) return { ...await callDaemon(loc, { cmd: 'undo' }) as any, mounted: true }
+  if (await daemonUp(loc)) return { ...await callDaemon(loc, { cmd: 'undo' }), mounted: true }
   return await offline(loc, async (s) => {
     const t = await keepBefore(s, s.undoTarget(), opts.force)
     const dropped = s.meta.stack.length - t + 1
@@ -312,7 +300,7 @@ export async function undo (opts: Target & { force?: boolean } = {}): Promise<Re
 
 export async function redo (opts: Target & { force?: boolean } = {}): Promise<RewindResult> {
   const loc = where(opts)
-  if (await daemonUp(loc)) return { ...await callDaemon(loc, { cmd: 'redo' }) as any, mounted: true }
+  if (await daemonUp(loc)) return { ...await callDaemon(loc, { cmd: 'redo' }), mounted: true }
   return await offline(loc, async (s) => {
     const refreshed = opts.force ? (await keepDisplaced(s), null) : await keepRefreshed(s)
     const change = await s.redoChange()

@@ -100,7 +100,7 @@ export async function startDaemon (loc: Location, opts: StartOptions): Promise<R
   checkNotNested(loc.workspace)
   if (!loc.stale && isMounted(loc.workspace)) {
     if (await pingDaemon(loc)) {
-      const st = await callDaemon(loc, { cmd: 'status' }) as { pid: number }
+      const st = await callDaemon(loc, { cmd: 'status' })
       throw new CpfsError('ALREADY_MOUNTED', `${loc.workspace} is already mounted by cpfs (daemon pid ${st.pid})`, `use it as it is, or run cpfs unmount ${loc.workspace} first`)
     }
   }

@@ -21,7 +21,6 @@ import { call } from './control/client.js'
 import { locateMounted } from './control/mounted.js'
 import { isCpfsError } from './errors.js'
 import { checkId, displayLine } from './session/labels.js'
-import type { TurnInfo } from './session/session.js'
 import { findWorkspaceOf } from './workspaces.js'
 
 export interface PromptHookInput {
@@ -89,7 +88,7 @@ export function turnLabel (input: PromptHookInput, turns: Array<{ id: string | n
 /** Every id the store holds (a daemon older than this hook answers BAD_REQUEST: then none). */
 async function usedIds (socket: string): Promise<string[]> {
   try {
-    return await call(socket, { cmd: 'ids' }, { timeoutMs: CALL_TIMEOUT_MS }) as string[]
+    return await call(socket, { cmd: 'ids' }, { timeoutMs: CALL_TIMEOUT_MS })
   } catch (err) {
     if (isCpfsError(err) && err.code === 'BAD_REQUEST') return []
     throw err
@@ -167,7 +166,7 @@ async function run (opts: HookOptions, say: (s: string) => void): Promise<string
     return null
   }
   const loc = locateMounted(workspace)
-  const turns = await call(loc.socket, { cmd: 'log', args: { lines: false } }, { timeoutMs: CALL_TIMEOUT_MS }) as TurnInfo[]
+  const turns = await call(loc.socket, { cmd: 'log', args: { lines: false } }, { timeoutMs: CALL_TIMEOUT_MS })
   const label = turnLabel(i, turns, await usedIds(loc.socket))
   const head = turns.at(-1)
   const same = head && head.id !== null && head.id === label.id.replace(/~\d+$/, '') && head.files === 0
@@ -176,7 +175,7 @@ async function run (opts: HookOptions, say: (s: string) => void): Promise<string
     say(`cpfs: turn ${head.turn} (${head.id}) is already open for this prompt`)
     return head.id
   }
-  const r = await call(loc.socket, { cmd: 'turn', args: { id: label.id, prompt: label.prompt } }, { timeoutMs: CALL_TIMEOUT_MS }) as { head: number }
+  const r = await call(loc.socket, { cmd: 'turn', args: { id: label.id, prompt: label.prompt } }, { timeoutMs: CALL_TIMEOUT_MS })
   say(`cpfs: turn ${r.head} (${label.id}) opened; cpfs rewind ${label.id} goes back to before this prompt`)
   if (opts.context) {
     const additionalContext = `cpfs checkpoint: this prompt opened turn ${r.head} (id ${label.id}) in ${workspace}; \`cpfs rewind ${label.id}\` restores the files to how they were before it.`

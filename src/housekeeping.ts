@@ -55,7 +55,7 @@ async function liveStatus (dir: string): Promise<{ turns: number } | null> {
   const socket = join(dir, 'control.sock')
   if (!fs.existsSync(socket)) return null
   try {
-    return await call(socket, { cmd: 'status' }, { timeoutMs: PING_TIMEOUT_MS }) as { turns: number }
+    return await call(socket, { cmd: 'status' }, { timeoutMs: PING_TIMEOUT_MS })
   } catch {
     return null
   }

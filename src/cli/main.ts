@@ -7,8 +7,8 @@
 import { parseArgs } from 'node:util'
 import { CpfsError, isCpfsError } from '../errors.js'
 import type { Target, UnmountResult } from '../api.js'
-import type { TurnInfo } from '../session/session.js'
 import { askDaemon, mountedLocation, statusFromDaemon, workspacePaths } from '../control/mounted.js'
+import type { ArgsOf, CommandName, ResultOf } from '../control/protocol.js'
 import { formatAll, formatDiff, formatLog, formatPreview, formatPrune, formatStat, formatStatus, formatSummary, formatUnmount, setColour } from './format.js'
 import { statSync, writeFileSync } from 'node:fs'
 import { resolve } from 'node:path'
@@ -33,8 +33,8 @@ guardPipes()
 const lib = async () => await import('../api.js')
 
 /** The daemon's answer when DIR (or the current directory) is in a mounted workspace; else undefined. */
-async function viaMount<T> (pos: Record<string, string | undefined>, f: Flags, cmd: string, args?: Record<string, unknown>): Promise<T | undefined> {
-  return await askDaemon<T>(mountedLocation(pos.DIR, f.store as string | undefined), cmd, args)
+async function viaMount<C extends CommandName> (pos: Record<string, string | undefined>, f: Flags, cmd: C, args?: ArgsOf<C>): Promise<ResultOf<C> | undefined> {
+  return await askDaemon(mountedLocation(pos.DIR, f.store as string | undefined), cmd, args)
 }
 
 type Flags = Record<string, string | boolean | undefined>
@@ -108,7 +108,7 @@ const commands: Record<string, Command> = {
     args: ['DIR?'],
     run: async (pos, f) => {
       const labels = { message: f.message as string | undefined, prompt: f.prompt as string | undefined, id: f.id as string | undefined }
-      const head = (await viaMount<{ head: number }>(pos, f, 'turn', labels))?.head ?? await (await lib()).turn({ ...target(pos, f), ...labels })
+      const head = (await viaMount(pos, f, 'turn', labels))?.head ?? await (await lib()).turn({ ...target(pos, f), ...labels })
       out(f.json ? JSON.stringify({ head }) : String(head))
       return 0
     }
@@ -117,7 +117,7 @@ const commands: Record<string, Command> = {
     options: { ...dirStore, ...json, ...paging },
     args: ['DIR?'],
     run: async (pos, f) => {
-      const turns = await viaMount<TurnInfo[]>(pos, f, 'log', { lines: true }) ?? await (await lib()).log({ ...target(pos, f), lines: true })
+      const turns = await viaMount(pos, f, 'log', { lines: true }) ?? await (await lib()).log({ ...target(pos, f), lines: true })
       await page(f)
       out(f.json ? JSON.stringify(turns, null, 2) : formatLog(turns))
       return 0
@@ -141,7 +141,7 @@ const commands: Record<string, Command> = {
         out(formatPreview(displayLine(pos.TURN!), p))
         return p.canRewind ? 0 : 1
       }
-      const fast = await viaMount<{ head: number, dropped: number }>(pos, f, 'rewind', { turn: pos.TURN })
+      const fast = await viaMount(pos, f, 'rewind', { turn: pos.TURN! })
       const r = fast ? { ...fast, mounted: true, summary: undefined } : await showingProgress(Boolean(f.json), async () => (await lib()).rewind(pos.TURN!, { ...target(pos, f), force: Boolean(f.force) }))
       if (f.json) out(JSON.stringify(r))
       else if (r.dropped === 0) out(`already at the start of turn ${r.head}: nothing to rewind${r.summary ? `; applied the turns the real directory lacked: ${formatSummary(r.summary)}` : ''}`)
@@ -164,7 +164,7 @@ const commands: Record<string, Command> = {
       const patches = !f.stat && !f.json
       const loc = mountedLocation(dir, f.store as string | undefined)
       const rel = loc && paths.length ? workspacePaths(loc.workspace, paths.map(p => resolve(p))) : undefined
-      const r = await askDaemon<{ changes: import('../plans/changes.js').Change[] }>(loc, 'diff', { spec, patches, paths: rel }) ??
+      const r = await askDaemon(loc, 'diff', { spec, patches, paths: rel }) ??
         await (await lib()).diff(spec, { dir: workspaceOf(dir), store: f.store as string | undefined, patches, paths: paths.map(p => resolve(p)) })
       await page(f)
       if (f.json) out(JSON.stringify(r.changes, null, 2))
@@ -288,7 +288,7 @@ const commands: Record<string, Command> = {
     options: { ...dirStore, force: { type: 'boolean' }, ...json },
     args: ['DIR?'],
     run: async (pos, f) => {
-      const fast = await viaMount<{ head: number, dropped: number }>(pos, f, 'undo')
+      const fast = await viaMount(pos, f, 'undo')
       const r = fast ? { ...fast, mounted: true, summary: undefined } : await showingProgress(Boolean(f.json), async () => (await lib()).undo({ ...target(pos, f), force: Boolean(f.force) }))
       if (f.json) out(JSON.stringify(r))
       else out(`undone: back at the start of turn ${r.head}${r.summary ? '; ' + formatSummary(r.summary) : ''}`)
@@ -299,7 +299,7 @@ const commands: Record<string, Command> = {
     options: { ...dirStore, force: { type: 'boolean' }, ...json },
     args: ['DIR?'],
     run: async (pos, f) => {
-      const fast = await viaMount<{ head: number }>(pos, f, 'redo')
+      const fast = await viaMount(pos, f, 'redo')
       const r = fast ? { ...fast, mounted: true, summary: undefined } : await showingProgress(Boolean(f.json), async () => (await lib()).redo({ ...target(pos, f), force: Boolean(f.force) }))
       if (f.json) out(JSON.stringify(r))
       else out(`redone: head is turn ${r.head}${r.summary ? '; ' + formatSummary(r.summary) : ''}`)

@@ -1,7 +1,7 @@
 import { connect } from 'node:net'
 import { CpfsError, isCpfsError } from '../errors.js'
 import { progressSink } from '../progress.js'
-import type { Reply, Request } from './protocol.js'
+import type { CommandName, Reply, Request, ResultOf } from './protocol.js'
 
 /**
  * How long a ping, or the acknowledgement of any request, may take: a live daemon answers at
@@ -29,7 +29,7 @@ export interface CallOptions {
  * nobody answers in time. When the caller listens for progress (withProgress), the daemon's
  * progress lines go to that listener.
  */
-export function call (socketPath: string, req: Request, opts: CallOptions = { ackTimeoutMs: PING_TIMEOUT_MS }): Promise<unknown> {
+export function call<C extends CommandName> (socketPath: string, req: Request<C>, opts: CallOptions = { ackTimeoutMs: PING_TIMEOUT_MS }): Promise<ResultOf<C>> {
   const sink = progressSink()
   if (sink) req = { ...req, progress: true }
   if (opts.ackTimeoutMs !== undefined) req = { ...req, ack: true }
@@ -108,7 +108,7 @@ export function call (socketPath: string, req: Request, opts: CallOptions = { ac
         reject(new CpfsError('DAEMON_DIED', 'the cpfs daemon closed the connection without answering', 'see the daemon log; cpfs mount recovers a crashed session'))
         return
       }
-      if (r.ok) resolve(r.result)
+      if (r.ok) resolve(r.result as ResultOf<C>)
       else reject(new CpfsError(r.code, r.message, r.hint))
     })
   })

@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs'
 import { isAbsolute, join, relative, resolve } from 'node:path'
 import { call, PING_TIMEOUT_MS, type CallOptions } from './client.js'
-import type { Request } from './protocol.js'
+import type { ArgsOf, DaemonStatus, CommandName, Request, ResultOf } from './protocol.js'
 import { CpfsError, isCpfsError } from '../errors.js'
 import type { WatchInfo, WatchStatus } from '../daemon/underneath.js'
 import { normaliseUserPath } from '../overlay/paths.js'
@@ -34,13 +34,13 @@ export function locateMounted (point: string): Location {
  * mount: the caller goes the long way, which reports or recovers it); DAEMON_TIMEOUT when one
  * listens but does not acknowledge the request within PING_TIMEOUT_MS.
  */
-export async function askDaemon<T> (loc: Location | null, cmd: string, args?: Record<string, unknown>): Promise<T | undefined> {
+export async function askDaemon<C extends CommandName> (loc: Location | null, cmd: C, args?: ArgsOf<C>): Promise<ResultOf<C> | undefined> {
   if (loc === null) return undefined
   try {
     // A stopped daemon accepts the connection and never answers, and the command itself may
     // rightly take long (a rewind of a big tree): the daemon acknowledges the request at once,
     // and only that is timed. One connection, where a ping first would take two.
-    return await call(loc.socket, args === undefined ? { cmd } : { cmd, args }, { ackTimeoutMs: PING_TIMEOUT_MS }) as T
+    return await call(loc.socket, args === undefined ? { cmd } : { cmd, args }, { ackTimeoutMs: PING_TIMEOUT_MS })
   } catch (err) {
     if (isCpfsError(err) && err.code === 'NOT_RUNNING') return undefined
     throw explainTimeout(loc, err)
@@ -72,7 +72,7 @@ export function explainTimeout (loc: Location, err: unknown): unknown {
 }
 
 /** A request to the daemon of `loc`, timed (see call), with a timeout explained. */
-export async function callDaemon (loc: Location, req: Request, opts?: CallOptions): Promise<unknown> {
+export async function callDaemon<C extends CommandName> (loc: Location, req: Request<C>, opts?: CallOptions): Promise<ResultOf<C>> {
   try {
     return await call(loc.socket, req, opts)
   } catch (err) {
@@ -107,7 +107,7 @@ export interface StatusInfo {
 }
 
 /** Status of a mounted workspace from its daemon's answer. */
-export function statusFromDaemon (loc: Location, s: any, storeBytes = dirBytes(loc.store)): StatusInfo {
+export function statusFromDaemon (loc: Location, s: DaemonStatus, storeBytes = dirBytes(loc.store)): StatusInfo {
   const out: StatusInfo = { workspace: loc.workspace, mounted: true, stale: false, pid: s.pid, head: s.head, turns: s.turns, pending: s.pending, redo: s.redo, store: loc.store, storeBytes, skipped: s.skipped, ops: s.ops }
   if (s.spaceRefusedAt) out.spaceRefusedAt = s.spaceRefusedAt
   if (s.underneath) out.underneath = s.underneath

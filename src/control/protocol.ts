@@ -6,14 +6,92 @@
 // the flag and sends the reply alone. A request with `ack: true` gets {"ack": true} as soon as
 // the daemon has read it, so that a caller can time out a stopped daemon without timing out
 // a long command (and without a ping on a second connection first).
+//
+// `Commands` is the one table of what the daemon answers: each command's arguments and
+// result. The client (control/client.ts, control/mounted.ts), the daemon's handlers
+// (daemon/commands.ts), the API and the CLI are all typed by it, so a command changed in one
+// place and not another does not compile. Only types are imported here: the mounted path
+// (control/mounted.ts) must stay as light as node starting.
+import type { WatchInfo, WatchStatus } from '../daemon/underneath.js'
+import type { OpStats } from '../fuse/stats.js'
+import type { Change } from '../plans/changes.js'
+import type { RewindPreview } from '../plans/preview.js'
+import type { PlanSummary } from '../plans/run.js'
 import type { ProgressEvent } from '../progress.js'
+import type { TurnInfo } from '../session/reports.js'
+import type { SessionStatus } from '../session/session.js'
 
-export interface Request {
-  cmd: string
-  args?: Record<string, unknown>
+/** What the daemon reports of its mount (`status`). */
+export interface DaemonStatus extends SessionStatus {
+  mounted: true
+  pid: number
+  ops: OpStats
+  /** FUSE nodes the kernel holds. */
+  nodes: number
+  underneath: WatchStatus | WatchInfo
+}
+
+/** What a turn number change did (rewind, undo, redo): the head now, and how many turns were dropped. */
+export interface StackMoved {
+  head: number
+  dropped?: number
+}
+
+/** What `unmount` did: applied to the real directory (with its plan's summary) or set aside. */
+export interface UnmountResult {
+  applied: boolean
+  summary: PlanSummary | null
+  /** With --discard: turns set aside (cpfs redo brings them back until the next write). */
+  discarded?: number
+  /**
+   * Set when no daemon served the workspace: 'stale' (a mount whose daemon was gone, now
+   * removed) or 'offline' (not mounted). The pending turns (a daemon stopped without applying)
+   * were then applied, or set aside with --discard; `pending` says how many.
+   */
+  notMounted?: 'stale' | 'offline'
+  pending?: number
+}
+
+/** What turn `spec` changed (a number, an id, or a range A..B): `diff`. */
+export interface DiffResult {
+  a: number
+  b: number
+  changes: Change[]
+}
+
+/** The table: command name → arguments (undefined: none) → result. */
+export interface Commands {
+  ping: { args: undefined, result: { pid: number } }
+  status: { args: undefined, result: DaemonStatus }
+  'reset-stats': { args: undefined, result: null }
+  turn: { args: { message?: string, prompt?: string, id?: string }, result: { head: number } }
+  /** `lines`: count inserted and deleted lines; `paths`: list at most this many paths per turn. */
+  log: { args: { lines?: boolean, paths?: number }, result: TurnInfo[] }
+  ids: { args: undefined, result: string[] }
+  rewind: { args: { turn: string }, result: StackMoved }
+  undo: { args: undefined, result: StackMoved }
+  redo: { args: undefined, result: StackMoved }
+  fork: { args: { turn: string, dest: string }, result: { turn: number, dest: string, summary: PlanSummary } }
+  restore: { args: { turn: string, paths: string[] }, result: { turn: number, paths: string[] } }
+  diff: { args: { spec?: string, patches?: boolean, paths?: string[] }, result: DiffResult }
+  'preview-rewind': { args: { turn: string }, result: RewindPreview }
+  unmount: { args: { discard?: boolean, force?: boolean }, result: UnmountResult }
+}
+
+export type CommandName = keyof Commands
+export type ArgsOf<C extends CommandName> = Commands[C]['args']
+export type ResultOf<C extends CommandName> = Commands[C]['result']
+
+/** One request on the socket. */
+export interface Request<C extends CommandName = CommandName> {
+  cmd: C
+  args?: ArgsOf<C>
   progress?: boolean
   ack?: boolean
 }
+
+/** The daemon's side of the table: one handler per command. */
+export type Handlers = { [C in CommandName]: (args: ArgsOf<C>) => Promise<ResultOf<C>> | ResultOf<C> }
 
 export interface ProgressLine {
   progress: ProgressEvent

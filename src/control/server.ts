@@ -1,10 +1,26 @@
 import * as fs from 'node:fs'
 import * as net from 'node:net'
 import { CpfsError, isCpfsError } from '../errors.js'
-import type { ProgressLine, Reply, Request } from './protocol.js'
+import type { Handlers, ProgressLine, Reply, Request } from './protocol.js'
 import { withProgress, type ProgressSink } from '../progress.js'
 
 export type Handler = (req: Request) => Promise<unknown>
+
+/**
+ * The one dispatcher of control requests: the handler of `req.cmd` from the protocol's table,
+ * with the request's arguments (an empty object when it sent none). `gate` may refuse a
+ * command first (a daemon shutting down answers nothing but ping).
+ */
+export function dispatcher (handlers: Handlers, gate?: (req: Request) => void): Handler {
+  return async (req) => {
+    gate?.(req)
+    if (typeof req.cmd !== 'string' || !Object.hasOwn(handlers, req.cmd)) {
+      throw new CpfsError('BAD_REQUEST', `unknown command ${String(req.cmd)}`, 'upgrade the cpfs CLI to match the daemon')
+    }
+    const args = req.args !== null && typeof req.args === 'object' ? req.args : {}
+    return await (handlers[req.cmd] as (a: unknown) => unknown)(args)
+  }
+}
 
 export async function serve (socketPath: string, handler: Handler): Promise<net.Server> {
   try {

@@ -1,0 +1,53 @@
+// What the daemon answers on its control socket: one handler per command of the protocol's
+// table (control/protocol.ts), so a command the table has and the daemon does not, or one
+// whose arguments or result differ, does not compile.
+import type { Channel } from '../fuse/channel.js'
+import type { FuseOps } from '../fuse/ops.js'
+import { newStats } from '../fuse/stats.js'
+import type { Handlers, UnmountResult } from '../control/protocol.js'
+import { forkView } from '../plans/fork.js'
+import { cutPaths, diffTurns, logWithLines, previewRewind } from '../plans/preview.js'
+import type { Session } from '../session/session.js'
+import type { ViewInvalidation } from './invalidation.js'
+import { Underneath, type WatchInfo } from './underneath.js'
+
+/** What the handlers work with: the mount's parts, and the daemon's own shutdown. */
+export interface DaemonParts {
+  session: Session
+  ch: Channel
+  ops: FuseOps
+  views: ViewInvalidation
+  underneath: Underneath | WatchInfo
+  shutdown: (mode: 'apply' | 'discard', force: boolean) => Promise<UnmountResult>
+}
+
+export function daemonHandlers (d: DaemonParts): Handlers {
+  const { session, views } = d
+  return {
+    ping: () => ({ pid: process.pid }),
+    status: () => ({
+      ...session.status(),
+      mounted: true,
+      pid: process.pid,
+      ops: d.ch.stats,
+      nodes: d.ops.nodes.size,
+      underneath: d.underneath instanceof Underneath ? d.underneath.status() : d.underneath
+    }),
+    'reset-stats': () => { d.ch.stats = newStats(); return null },
+    turn: async (a) => ({ head: await session.turn({ message: a.message, prompt: a.prompt, id: a.id }) }),
+    log: async (a) => cutPaths(await logWithLines(session, Boolean(a?.lines)), typeof a?.paths === 'number' ? a.paths : undefined),
+    ids: async () => await session.store.turnIds(),
+    rewind: async (a) => await views.around(async () => await session.rewind(String(a.turn))),
+    undo: async () => await views.around(async () => await session.undo()),
+    redo: async () => await views.around(async () => await session.redo()),
+    fork: async (a) => {
+      const t = session.resolveTurn(String(a.turn))
+      await session.persister.flushAll(false)
+      return { turn: t, ...await forkView(session, t, String(a.dest)) }
+    },
+    restore: async (a) => await views.around(async () => await session.restore(String(a.turn), a.paths)),
+    diff: async (a) => await diffTurns(session, a?.spec, { patches: Boolean(a?.patches), paths: a?.paths }),
+    'preview-rewind': async (a) => await previewRewind(session, String(a.turn), true),
+    unmount: async (a) => await d.shutdown(a?.discard ? 'discard' : 'apply', Boolean(a?.force))
+  }
+}
