@@ -1,24 +1,19 @@
 // The persister: head-layer changes reach the store in atomic batches, in order, a few
-// milliseconds after they happen; fsync and turns wait for theirs with sync=true. Small
-// batches go to cpfs's write-ahead log first (store/wal.ts), which makes them durable against
-// kill -9 with one write(2), and reach LevelDB a few milliseconds later, several at a time.
-// A batch that fails (a full disk) keeps its changes for the next attempt.
-import { CpfsError } from '../errors.js'
+// milliseconds after they happen; fsync and turns wait for theirs with sync=true. It collects
+// what changed into batches; BatchChain (batch-chain.ts) delivers them, through the
+// write-ahead log or straight to LevelDB.
 import type { Overlay } from '../overlay/overlay.js'
 import type { ChunkStore } from '../store/chunks.js'
 import { encodeEntry } from '../store/codec.js'
 import { entryKey, type BatchOp } from '../store/keys.js'
 import type { Store } from '../store/store.js'
-import { walSeqOp } from '../store/wal.js'
+import { BatchChain } from './batch-chain.js'
 import type { HeadChunks } from './head-chunks.js'
 import type { Space } from './space.js'
 
 const PERSIST_DELAY_MS = 20
 /** Batches with more file data than this go to LevelDB directly, not through the log. */
 const WAL_RECORD_BYTES = 1024 * 1024
-/** Logged batches go on to LevelDB this many ms after the first, or at this many bytes. */
-const WAL_SUBMIT_MS = Number(process.env.CPFS_WAL_SUBMIT_MS ?? 5)
-const WAL_SUBMIT_BYTES = 8 * 1024 * 1024
 /** The log's file is emptied once LevelDB has all of it; past this size, it is made to. */
 const WAL_MAX_BYTES = 16 * 1024 * 1024
 /** CPFS_WAL=0: every durable answer waits for LevelDB, as before the log (for measuring). */
@@ -37,8 +32,6 @@ export interface PersistSources {
 }
 
 export class Persister {
-  /** Chunk bytes handed to LevelDB and not written yet. */
-  inflight = 0
   private dirtyPaths = new Set<string>()
   /** Dirty paths whose only changes since the last batch are written data (changedData). */
   private readonly dataOnly = new Set<string>()
@@ -46,18 +39,8 @@ export class Persister {
   /** While set, every head-layer path that changes is added here too (restore). */
   private collecting: Set<string> | null = null
   private timer: NodeJS.Timeout | null = null
-  private chain: Promise<void> = Promise.resolve()
-  private retryOps: BatchOp[] = []
-  /** Chunks (hex) of failed batches, waiting in retryOps. */
-  private retryHexes: string[] = []
   private unflushedBytes = 0
-  // Logged batches not yet handed to LevelDB (persist), and the timer that hands them on.
-  private walOps: BatchOp[] = []
-  private walHexes: string[] = []
-  private walBytes = 0
-  private walTimer: NodeJS.Timeout | null = null
-  /** LevelDB batches on their way that hold changes the log does not (persist). */
-  private unlogged = 0
+  private readonly chain: BatchChain
   private soon: Promise<void> | null = null
 
   constructor (
@@ -65,9 +48,16 @@ export class Persister {
     private readonly chunks: ChunkStore,
     private readonly overlay: Overlay,
     private readonly headChunks: HeadChunks,
-    private readonly space: Space,
+    space: Space,
     private readonly sources: PersistSources
-  ) {}
+  ) {
+    this.chain = new BatchChain(store, chunks, headChunks, space)
+  }
+
+  /** Chunk bytes handed to LevelDB and not written yet. */
+  get inflight (): number {
+    return this.chain.inflight
+  }
 
   /** Head path p changed (its entry, or an open file's node): it goes with the next batch. */
   changed (p: string): void {
@@ -111,7 +101,7 @@ export class Persister {
 
   /** Store ops that go with the next batch, before the head's changes (a base entry kept). */
   queue (op: BatchOp): void {
-    this.retryOps.push(op)
+    this.chain.retryOps.push(op)
   }
 
   noteWritten (bytes: number): void {
@@ -141,11 +131,11 @@ export class Persister {
       clearTimeout(this.timer)
       this.timer = null
     }
-    const ops: BatchOp[] = this.retryOps
+    const ops: BatchOp[] = this.chain.retryOps
     // After a failed batch (a full disk) its ops come first; the user's rm of the culprit
     // deletes what they put, and only then can the batch fit again.
     const retrying = ops.length > 0
-    this.retryOps = []
+    this.chain.retryOps = []
     const paths = this.takeDirty(metaOnly)
     this.entryOps(paths, ops)
     this.headChunks.release(paths, this.overlay.head, ops)
@@ -154,8 +144,8 @@ export class Persister {
     const drained = this.chunks.drain(ops)
     const bytes = drained.bytes
     // Chunks of a batch that failed are retried with it, and readable until one lands.
-    const hexes = this.retryHexes.concat(drained.hexes)
-    this.retryHexes = []
+    const hexes = this.chain.retryHexes.concat(drained.hexes)
+    this.chain.retryHexes = []
     if (this.metaDirty) {
       ops.push(this.store.metaOp())
       this.metaDirty = false
@@ -164,10 +154,10 @@ export class Persister {
     this.unflushedBytes = 0
     // A log that keeps growing (LevelDB never caught up with it while busy) is drained by one
     // batch that is not logged: nothing is logged while it is on its way, so it empties the log.
-    if (!sync && !retrying && this.unlogged === 0 && bytes <= WAL_RECORD_BYTES && this.store.wal.size < WAL_MAX_BYTES && WAL_ON) {
-      return this.log(ops, hexes, bytes)
+    if (!sync && !retrying && this.chain.unlogged === 0 && bytes <= WAL_RECORD_BYTES && this.store.wal.size < WAL_MAX_BYTES && WAL_ON) {
+      return this.chain.log(ops, hexes, bytes)
     }
-    return this.submit(ops, hexes, bytes, sync)
+    return this.chain.submit(ops, hexes, bytes, sync)
   }
 
   /** The dirty paths a batch takes: all of them, or (metaOnly) those with more than written data. */
@@ -199,76 +189,11 @@ export class Persister {
     }
   }
 
-  /** A batch into the write-ahead log: durable now; LevelDB gets it with the next submit. */
-  private log (ops: BatchOp[], hexes: string[], bytes: number): Promise<void> | null {
-    if (ops.length === 0) return null
-    try {
-      this.store.wal.append(ops)
-    } catch (err: any) {
-      this.retryOps = ops
-      this.retryHexes = hexes
-      this.space.failed(err, false)
-      return Promise.reject(storeWriteError(err))
-    }
-    for (const op of ops) this.walOps.push(op)
-    for (const h of hexes) this.walHexes.push(h)
-    this.walBytes += bytes
-    this.inflight += bytes
-    if (this.walBytes >= WAL_SUBMIT_BYTES) void this.submit([], [], 0, false).catch(() => {})
-    else this.walTimer ??= setTimeout(() => { this.walTimer = null; void this.submit([], [], 0, false).catch(() => {}) }, WAL_SUBMIT_MS)
-    return null
-  }
-
-  /**
-   * One LevelDB batch on the ordered chain: the logged batches not yet in LevelDB come first
-   * (with the log's sequence number, so that replaying the log skips them), then `ops`.
-   */
-  private submit (ops: BatchOp[], hexes: string[], bytes: number, sync: boolean): Promise<void> {
-    if (this.walTimer) {
-      clearTimeout(this.walTimer)
-      this.walTimer = null
-    }
-    const logged = this.walOps.length > 0
-    const seq = this.store.wal.seq
-    const all = logged ? [...this.walOps, ...ops, walSeqOp(seq)] : ops
-    const allHexes = logged ? this.walHexes.concat(hexes) : hexes
-    const allBytes = this.walBytes + bytes
-    this.walOps = []
-    this.walHexes = []
-    this.walBytes = 0
-    this.inflight += bytes
-    const unlogged = ops.length > 0 || sync
-    if (unlogged) this.unlogged++
-    const run = async (): Promise<void> => {
-      if (all.length === 0 && !sync) return
-      try {
-        await this.space.unwedge()
-        await this.store.batch(all, sync)
-        this.space.landed()
-        this.chunks.landed(allHexes)
-        if (logged) this.store.wal.landed(seq)
-      } catch (err: any) {
-        // Keep the changes for the next attempt; new writes get ENOSPC meanwhile.
-        this.retryOps = all.concat(this.retryOps)
-        this.retryHexes = allHexes.concat(this.retryHexes)
-        this.space.failed(err, true)
-        throw storeWriteError(err)
-      }
-    }
-    const p = this.chain.then(run, run).finally(() => {
-      this.inflight -= allBytes
-      if (unlogged) this.unlogged--
-    })
-    this.chain = p.catch(() => {})
-    this.headChunks.compactAfter(p)
-    return p
-  }
-
   /** Write ops plus the metadata in one synced batch, after everything queued before. */
   async commit (ops: BatchOp[]): Promise<void> {
     ops.push(this.store.metaOp())
     this.takeMeta()
-    await this.submit(ops, [], 0, true)
+    await this.chain.submit(ops, [], 0, true)
   }
 
   /** One synced batch of `ops` and every queued chunk (plans, absorb, freeze; nothing mounted). */
@@ -289,12 +214,12 @@ export class Persister {
     await this.persist(false)
     const { hexes } = this.chunks.drain(ops)
     this.takeMeta()
-    await this.submit(ops, hexes, 0, true)
+    await this.chain.submit(ops, hexes, 0, true)
   }
 
   /** Store ops with the next batch, now: durable against kill -9 of the daemon when this returns. */
   async storeNow (ops: BatchOp[]): Promise<void> {
-    for (const op of ops) this.retryOps.push(op)
+    for (const op of ops) this.chain.retryOps.push(op)
     await this.persist(false)
   }
 
@@ -318,7 +243,7 @@ export class Persister {
    * WRITE is answered only when the queue has drained (the daemon's memory stays bounded).
    */
   backpressure (): Promise<void> | null {
-    return this.inflight > MAX_INFLIGHT_BYTES ? this.chain : null
+    return this.inflight > MAX_INFLIGHT_BYTES ? this.chain.settled : null
   }
 
   /**
@@ -329,7 +254,7 @@ export class Persister {
    */
   durable (): Promise<void> | null {
     // Logged at once (the usual case): durable now, answered now.
-    if (this.unlogged === 0 && this.retryOps.length === 0 && !this.soon) return this.persist(false, true)
+    if (this.chain.unlogged === 0 && this.chain.retryOps.length === 0 && !this.soon) return this.persist(false, true)
     if (!this.soon) {
       this.soon = new Promise<void>((resolve, reject) => {
         setImmediate(() => {
@@ -368,8 +293,4 @@ export function lastOpPerKey (ops: BatchOp[]): void {
     ops[--w] = op
   }
   ops.splice(0, w)
-}
-
-function storeWriteError (err: any): CpfsError {
-  return new CpfsError('STORE_WRITE', `cannot write to the store: ${err?.cause?.message ?? err?.message}`, 'free space on the store disk', { cause: err })
 }
