@@ -12,7 +12,7 @@
 import { lstatReal } from '../overlay/real.js'
 import { realNames } from '../overlay/origin.js'
 import { ancestors, belowAny, depth, join } from '../overlay/paths.js'
-import { resolvedType } from '../overlay/view.js'
+import { resolvedType, type View } from '../overlay/view.js'
 import type { Session } from '../session/session.js'
 import { encode, encodeEntry } from '../store/codec.js'
 import { cloneEntry, isInoKey, type Entry } from '../store/entries.js'
@@ -41,16 +41,42 @@ export interface AbsorbOptions {
 
 /** Record outside changes as a turn; null when there were none. */
 export async function absorbOutsideChanges (session: Session, opts: AbsorbOptions = {}): Promise<Absorbed | null> {
-  const origin = session.origin
+  const { drifted, baseOps } = findDrifted(session, opts, conflictRule(session, Boolean(opts.live)))
+  if (drifted.length === 0) return null
+  const layer = await recordDrifted(session, drifted)
+  unlinkChangedNames(session.overlay.view, layer)
+  const meta = session.meta
+  const write = (ops: BatchOp[]): Promise<void> => opts.live ? session.persister.commitLive(ops) : session.persister.syncBatch(ops)
+  if (layer.size === 0) {
+    await write(baseOps.concat(session.capture.fingerprintOps()))
+    return null
+  }
+  const into = opts.live?.into
+  if (into !== undefined && meta.applied.at(-1) === into && meta.stack[meta.applied.length - 1] === into && meta.stack.length > meta.applied.length) {
+    return await extend(session, into, layer, baseOps, opts.live!.message, write)
+  }
+  return await addTurn(session, opts, layer, baseOps, write)
+}
+
+/** The turns the real directory holds and the stack shares: how many. */
+function sharedPrefix (session: Session): number {
   const meta = session.meta
   let cp = 0
   while (cp < meta.stack.length && cp < meta.applied.length && meta.stack[cp] === meta.applied[cp]) cp++
-  // Paths the pending turns change, and their ancestors: a drifted path among them conflicts.
+  return cp
+}
+
+/**
+ * Which drifted paths conflict with a pending turn: those it changes, their ancestors, and
+ * what is below them. Offline, below any pending change; while mounted (`live`), only below an
+ * entry that hides the real paths below it (a file, a directory emptied and made again, or
+ * moved): the mount's root is in the head as soon as the first file is made in it.
+ */
+function conflictRule (session: Session, live: boolean): (p: string) => boolean {
   const pendingPaths = new Set<string>()
   const pendingAbove = new Set<string>()
-  // Pending entries that hide the real paths below them (a file, an emptied or moved directory).
   const pendingHiding = new Set<string>()
-  for (const id of meta.stack.slice(cp)) {
+  for (const id of session.meta.stack.slice(sharedPrefix(session))) {
     for (const [p, e] of session.history.layers.get(id) ?? []) {
       if (isInoKey(p)) continue
       pendingPaths.add(p)
@@ -63,17 +89,21 @@ export async function absorbOutsideChanges (session: Session, opts: AbsorbOption
       }
     }
   }
-  const belowPending = belowAny(pendingPaths)
-  // Below a directory a pending turn changed: offline, any change of it counts; while mounted,
-  // only an entry that hides the real paths below it (a file, a directory emptied and made
-  // again, or moved): the mount's root is in the head as soon as the first file is made in it.
-  const hidden = opts.live
+  const hidden = live
     ? (p: string) => {
         for (const a of ancestors(p)) if (pendingHiding.has(a)) return true
         return false
       }
-    : belowPending
-  const conflicts = (p: string) => pendingPaths.has(p) || pendingAbove.has(p) || hidden(p)
+    : belowAny(pendingPaths)
+  return (p: string) => pendingPaths.has(p) || pendingAbove.has(p) || hidden(p)
+}
+
+/**
+ * The paths whose real state no longer matches their fingerprint (conflicts left out unless
+ * `force`), by depth then name; and the base entries of those cpfs knew as absent.
+ */
+function findDrifted (session: Session, opts: AbsorbOptions, conflicts: (p: string) => boolean): { drifted: string[], baseOps: BatchOp[] } {
+  const origin = session.origin
   const drifted: string[] = []
   const baseOps: BatchOp[] = []
   for (const [p, f] of session.capture.fingerprints) {
@@ -87,33 +117,21 @@ export async function absorbOutsideChanges (session: Session, opts: AbsorbOption
       baseOps.push(session.store.baseOp(p, { t: 'w' }))
     }
   }
-  if (drifted.length === 0) return null
   // By depth (a split per comparison was O(depth) strings, O(n log n) times), then by name.
   const depths = new Map(drifted.map(p => [p, depth(p)]))
   drifted.sort((a, b) => depths.get(a)! - depths.get(b)! || (a < b ? -1 : 1))
+  return { drifted, baseOps }
+}
 
+/** The layer that makes the view show each drifted path as the real directory has it now. */
+async function recordDrifted (session: Session, drifted: string[]): Promise<Map<string, Entry>> {
+  const origin = session.origin
   const view = session.overlay.view
   const layer = new Map<string, Entry>()
   const covered = new Set<string>() // subtrees recorded whole
   // Paths go by depth and each adds itself or what is below it: the memo stays right (belowAny).
   const belowCovered = belowAny(covered)
-  const note = (p: string) => session.capture.setFingerprint(p, fingerprintOf(lstatReal(origin, p)))
-  const recordTree = async (top: string): Promise<void> => {
-    // Depth first with an explicit stack: a tree can be deeper than the call stack.
-    const stack = [top]
-    for (let p = stack.pop(); p !== undefined; p = stack.pop()) {
-      const e = await session.capture.realEntryAsync(p)
-      if (e.t !== 'w') delete e.links // recorded as a file of its own (see below)
-      if (e.t === 'd') Object.assign(e, { opaque: 1, fresh: 1 })
-      layer.set(p, e)
-      note(p)
-      covered.add(p)
-      if (e.t !== 'd') continue
-      const names = realNames(origin.realPath(p))
-      for (let i = names.length - 1; i >= 0; i--) stack.push(join(p, names[i]))
-    }
-  }
-
+  const note = (p: string): void => session.capture.setFingerprint(p, fingerprintOf(lstatReal(origin, p)))
   for (const p of drifted) {
     if (belowCovered(p)) continue
     const st = lstatReal(origin, p)
@@ -130,11 +148,11 @@ export async function absorbOutsideChanges (session: Session, opts: AbsorbOption
       continue
     }
     if (st.type !== 'd' || !cur || resolvedType(cur) !== 'd') {
-      await recordTree(p)
+      await recordTree(session, p, layer, covered)
       continue
     }
     // The same directory: its own metadata, and its entries as the real directory lists them.
-    const e = realEntry(session.origin, session.chunks, p)
+    const e = realEntry(origin, session.chunks, p)
     const ve = view.entries.get(p)
     if (e.t === 'd' && ve?.t === 'd') {
       if (ve.opaque) e.opaque = 1
@@ -147,14 +165,37 @@ export async function absorbOutsideChanges (session: Session, opts: AbsorbOption
     for (const n of shown) {
       if (real.has(n)) continue
       layer.set(join(p, n), { t: 'w' })
-      session.capture.setFingerprint(join(p, n), fingerprintOf(lstatReal(origin, join(p, n))))
+      note(join(p, n))
       covered.add(join(p, n))
     }
-    for (const n of real) if (!shown.has(n)) await recordTree(join(p, n))
+    for (const n of real) if (!shown.has(n)) await recordTree(session, join(p, n), layer, covered)
   }
+  return layer
+}
 
-  // A name of a linked file that changed outside is recorded as a file of its own: its inode
-  // record loses that link.
+/** Record the real tree at `top` whole, as new entries (an opaque directory hides the view's). */
+async function recordTree (session: Session, top: string, layer: Map<string, Entry>, covered: Set<string>): Promise<void> {
+  const origin = session.origin
+  // Depth first with an explicit stack: a tree can be deeper than the call stack.
+  const stack = [top]
+  for (let p = stack.pop(); p !== undefined; p = stack.pop()) {
+    const e = await session.capture.realEntryAsync(p)
+    if (e.t !== 'w') delete e.links // recorded as a file of its own (see unlinkChangedNames)
+    if (e.t === 'd') Object.assign(e, { opaque: 1, fresh: 1 })
+    layer.set(p, e)
+    session.capture.setFingerprint(p, fingerprintOf(lstatReal(origin, p)))
+    covered.add(p)
+    if (e.t !== 'd') continue
+    const names = realNames(origin.realPath(p))
+    for (let i = names.length - 1; i >= 0; i--) stack.push(join(p, names[i]))
+  }
+}
+
+/**
+ * A name of a linked file that changed outside is recorded as a file of its own: its inode
+ * record loses that link.
+ */
+function unlinkChangedNames (view: View, layer: Map<string, Entry>): void {
   for (const p of [...layer.keys()]) {
     const r = view.resolve(p)
     if (!r || !isInoKey(r.key)) continue
@@ -165,18 +206,15 @@ export async function absorbOutsideChanges (session: Session, opts: AbsorbOption
     rec.links = Math.max(0, (rec.links ?? 1) - 1)
     layer.set(r.key, rec)
   }
+}
 
-  const write = (ops: BatchOp[]) => opts.live ? session.persister.commitLive(ops) : session.persister.syncBatch(ops)
-  if (layer.size === 0) {
-    await write(baseOps.concat(session.capture.fingerprintOps()))
-    return null
-  }
-  const into = opts.live?.into
-  if (into !== undefined && meta.applied.at(-1) === into && meta.stack[meta.applied.length - 1] === into && meta.stack.length > meta.applied.length) {
-    return await extend(session, into, layer, baseOps, opts.live!.message, write)
-  }
-  // One new sealed turn right after what the real directory holds (it holds this one too).
-  // (A history from cpfs 0.1 may count its head as applied: seal it first.)
+/**
+ * One new sealed turn right after what the real directory holds (it holds this one too).
+ * (A history from cpfs 0.1 may count its head as applied: seal it first.)
+ */
+async function addTurn (session: Session, opts: AbsorbOptions, layer: Map<string, Entry>, baseOps: BatchOp[], write: (ops: BatchOp[]) => Promise<void>): Promise<Absorbed> {
+  const meta = session.meta
+  let cp = sharedPrefix(session)
   const ops: BatchOp[] = baseOps.concat(session.appliedOps(meta.applied))
   while (cp > 0 && meta.stack[cp - 1] !== meta.applied[cp - 1]) cp--
   if (cp >= meta.stack.length) cp = meta.stack.length - 1 // never above the head

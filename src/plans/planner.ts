@@ -206,101 +206,137 @@ function realNamesIn (v: View, keys: Set<string>): Map<string, string[]> {
 }
 
 export function planViews (expected: View, target: View, touched: Iterable<string>, opts: { full?: boolean } = {}): Plan {
-  const ops: PlanOp[] = []
-  // Directory modes and times are set last: writing children would move the times again.
-  const dirModes: Array<{ path: string, mode: number } & Partial<Times> & Attrs> = []
-  const touchedSet = new Set<string>()
-  const records = new Set<string>()
-  for (const p of touched) {
-    if (isInoKey(p)) records.add(p)
-    else touchedSet.add(p)
-  }
-  // A touched inode record touches every name it has, before and after.
-  const realKeys = new Set([...records].filter(k => inoOfKey(k) < FIRST_INO))
-  const expectedRealNames = realKeys.size ? realNamesIn(expected, realKeys) : undefined
-  for (const [v, realNames] of [[expected, expectedRealNames], [target, realKeys.size ? realNamesIn(target, realKeys) : undefined]] as const) {
-    for (const key of records) for (const n of namesIn(v, key, realNames)) touchedSet.add(n)
-  }
+  return new ViewPlanner(expected, target, touched).plan(Boolean(opts.full))
+}
+
+type DirMode = { path: string, mode: number } & Partial<Times> & Attrs
+
+/** One plan from `expected` to `target` (planViews): the walk's state and its steps. */
+class ViewPlanner {
+  private readonly ops: PlanOp[] = []
+  /** Directory modes and times are set last: writing children would move the times again. */
+  private readonly dirModes: DirMode[] = []
+  private readonly touchedSet = new Set<string>()
+  private readonly records = new Set<string>()
+  private readonly expectedRealNames: Map<string, string[]> | undefined
   /** Target names of each inode record met, by key. */
-  const groups = new Map<string, { names: Set<string>, rep: Resolved }>()
-  const interesting = new Set<string>()
-  for (const p of touchedSet) {
-    interesting.add(p)
-    for (const a of ancestors(p)) {
-      if (interesting.has(a)) break
-      interesting.add(a)
+  private readonly groups = new Map<string, { names: Set<string>, rep: Resolved }>()
+  /** Children of a directory among the touched paths and their ancestors, so a shallow visit is cheap. */
+  private readonly kids = new Map<string, Set<string>>()
+  /**
+   * The walk is depth first, parents before children, siblings sorted — with an explicit
+   * stack of what is left to do, never recursion: a tree 10,000 levels deep overflowed the
+   * call stack. A directory's children are pushed in reverse, so they come off in order, each
+   * with its whole subtree before the next sibling (the order recursion gave).
+   */
+  private readonly todo: Array<{ path: string, deep: boolean, create: boolean }> = []
+
+  constructor (private readonly expected: View, private readonly target: View, touched: Iterable<string>) {
+    for (const p of touched) {
+      if (isInoKey(p)) this.records.add(p)
+      else this.touchedSet.add(p)
+    }
+    // A touched inode record touches every name it has, before and after.
+    const realKeys = new Set([...this.records].filter(k => inoOfKey(k) < FIRST_INO))
+    this.expectedRealNames = realKeys.size ? realNamesIn(expected, realKeys) : undefined
+    for (const [v, realNames] of [[expected, this.expectedRealNames], [target, realKeys.size ? realNamesIn(target, realKeys) : undefined]] as const) {
+      for (const key of this.records) for (const n of namesIn(v, key, realNames)) this.touchedSet.add(n)
+    }
+    const interesting = new Set<string>()
+    for (const p of this.touchedSet) {
+      interesting.add(p)
+      for (const a of ancestors(p)) {
+        if (interesting.has(a)) break
+        interesting.add(a)
+      }
+    }
+    for (const p of interesting) {
+      if (p === '/') continue
+      const i = p.lastIndexOf('/')
+      const dir = i === 0 ? '/' : p.slice(0, i)
+      let s = this.kids.get(dir)
+      if (!s) this.kids.set(dir, s = new Set())
+      s.add(p.slice(i + 1))
     }
   }
-  // Children of a directory among the interesting paths, so a shallow visit is cheap.
-  const kids = new Map<string, Set<string>>()
-  for (const p of interesting) {
-    if (p === '/') continue
-    const i = p.lastIndexOf('/')
-    const dir = i === 0 ? '/' : p.slice(0, i)
-    let s = kids.get(dir)
-    if (!s) kids.set(dir, s = new Set())
-    s.add(p.slice(i + 1))
+
+  plan (full: boolean): Plan {
+    this.visit('/', full)
+    for (let task = this.todo.pop(); task !== undefined; task = this.todo.pop()) {
+      if (!task.create) {
+        this.visit(task.path, task.deep)
+        continue
+      }
+      const tq = this.target.resolve(task.path)
+      if (tq) this.create(task.path, tq)
+    }
+    const anchors: PlanOp[] = []
+    for (const [key, { names, rep }] of [...this.groups].sort((a, b) => a[0] < b[0] ? -1 : 1)) {
+      const anchor = anchorOf(this.expected, this.target, key, [...names].sort(), rep, this.expectedRealNames)
+      if (!anchor) continue
+      anchors.push(anchor)
+      for (const n of [...names].sort()) this.ops.push({ op: 'link', path: n, ino: anchor.ino })
+    }
+    this.dirModes.sort((a, b) => b.path.length - a.path.length)
+    for (const d of this.dirModes) this.ops.push({ op: 'chmod', ...d })
+    return { ops: [...anchors, ...this.ops] }
   }
 
-  const sameOwner = (e: Resolved, t: Resolved): boolean => {
+  private sameOwner (e: Resolved, t: Resolved): boolean {
     const x = ownerOf(e)
     const y = ownerOf(t)
-    return x.uid === y.uid && x.gid === y.gid && sameXattrs(xattrsOf(expected, e), xattrsOf(target, t))
+    return x.uid === y.uid && x.gid === y.gid && sameXattrs(xattrsOf(this.expected, e), xattrsOf(this.target, t))
   }
 
   /**
    * A name of an inode record, or of a real file with several names (a captured original
    * among them), is linked to that one real file at the end.
    */
-  const linkLater = (p: string, t: Resolved): boolean => {
+  private linkLater (p: string, t: Resolved): boolean {
     if (!isLinked(t)) return false
-    let g = groups.get(t.key)
-    if (!g) groups.set(t.key, g = { names: new Set(), rep: t })
+    let g = this.groups.get(t.key)
+    if (!g) this.groups.set(t.key, g = { names: new Set(), rep: t })
     g.names.add(p)
     return true
   }
 
-  // The walk is depth first, parents before children, siblings sorted — with an explicit
-  // stack of what is left to do, never recursion: a tree 10,000 levels deep overflowed the
-  // call stack. A directory's children are pushed in reverse, so they come off in order, each
-  // with its whole subtree before the next sibling (the order recursion gave).
-  const todo: Array<{ path: string, deep: boolean, create: boolean }> = []
-  const later = (dir: string, names: Iterable<string>, deep: boolean, create: boolean): void => {
+  private later (dir: string, names: Iterable<string>, deep: boolean, create: boolean): void {
     const sorted = [...names].sort()
-    for (let i = sorted.length - 1; i >= 0; i--) todo.push({ path: join(dir, sorted[i]), deep, create })
+    for (let i = sorted.length - 1; i >= 0; i--) this.todo.push({ path: join(dir, sorted[i]), deep, create })
   }
 
-  const create = (p: string, t: Resolved): void => {
-    if (linkLater(p, t)) return
+  private create (p: string, t: Resolved): void {
+    if (this.linkLater(p, t)) return
+    const target = this.target
     const type = resolvedType(t)
     if (type === 'd') {
-      ops.push({ op: 'mkdir', path: p })
-      dirModes.push({ path: p, mode: modeOf(t), ...timesOf(t), ...attrsOf(target, t) })
-      later(p, target.readdir(p), false, true)
+      this.ops.push({ op: 'mkdir', path: p })
+      this.dirModes.push({ path: p, mode: modeOf(t), ...timesOf(t), ...attrsOf(target, t) })
+      this.later(p, target.readdir(p), false, true)
     } else if (type === 'l') {
-      ops.push({ op: 'symlink', path: p, target: linkTarget(target, t), ...timesOf(t), ...attrsOf(target, t) })
+      this.ops.push({ op: 'symlink', path: p, target: linkTarget(target, t), ...timesOf(t), ...attrsOf(target, t) })
     } else if (type === 'n') {
-      ops.push({ op: 'mknod', path: p, ...nodeOf(t), mode: modeOf(t), ...timesOf(t), ...attrsOf(target, t) })
+      this.ops.push({ op: 'mknod', path: p, ...nodeOf(t), mode: modeOf(t), ...timesOf(t), ...attrsOf(target, t) })
     } else {
-      ops.push({ op: 'write', path: p, mode: modeOf(t), size: sizeOf(t), ...timesOf(t), ...attrsOf(target, t), content: contentOf(t) })
+      this.ops.push({ op: 'write', path: p, mode: modeOf(t), size: sizeOf(t), ...timesOf(t), ...attrsOf(target, t), content: contentOf(t) })
     }
   }
 
-  const visit = (p: string, deep: boolean): void => {
-    const e = expected.resolve(p)
-    const t = target.resolve(p)
+  private visit (p: string, deep: boolean): void {
+    const e = this.expected.resolve(p)
+    const t = this.target.resolve(p)
     if (!e && !t) return
-    if (t && linkLater(p, t)) {
+    if (t && this.linkLater(p, t)) {
       // Only a directory in the link's way must go first (a link replaces anything else atomically).
-      if (e && resolvedType(e) === 'd') ops.push({ op: 'remove', path: p, type: 'd' })
+      if (e && resolvedType(e) === 'd') this.ops.push({ op: 'remove', path: p, type: 'd' })
       return
     }
     if (!t) {
-      ops.push({ op: 'remove', path: p, type: resolvedType(e!) })
+      this.ops.push({ op: 'remove', path: p, type: resolvedType(e!) })
       return
     }
     if (!e) {
-      create(p, t)
+      this.create(p, t)
       return
     }
     const et = resolvedType(e)
@@ -309,71 +345,61 @@ export function planViews (expected: View, target: View, touched: Iterable<strin
     // (a new file, never a rewrite in place, which would change the record's other names).
     const leaves = e.kind === 'upper' && isLinked(e) && e.key !== t.key
     if (et !== tt || (leaves && tt !== 'f')) {
-      ops.push({ op: 'remove', path: p, type: et })
-      create(p, t)
-      return
+      this.ops.push({ op: 'remove', path: p, type: et })
+      this.create(p, t)
+    } else if (tt === 'f') {
+      this.visitFile(p, e, t, leaves)
+    } else if (tt === 'n') {
+      this.visitNode(p, e, t)
+    } else if (tt === 'l') {
+      this.visitSymlink(p, e, t)
+    } else {
+      this.visitDir(p, e, t, deep)
     }
-    if (tt === 'f') {
-      if (!sameBytes(e, t) || leaves) {
-        // The same file with new content: `ino` lets the applier keep the real file's hard links.
-        if (leaves) ops.push({ op: 'write', path: p, mode: modeOf(t), size: sizeOf(t), ...timesOf(t), ...attrsOf(target, t), content: contentOf(t) })
-        else ops.push({ op: 'write', path: p, mode: modeOf(t), size: sizeOf(t), ...timesOf(t), ...attrsOf(target, t), content: contentOf(t), ifDiffers: true, ino: inoOf(t) })
-      } else if (modeOf(e) !== modeOf(t) || !sameOwner(e, t) || !sameMtime(e, t)) {
-        // The same bytes (a chmod, a chown, a touch, a link of a real file): only the metadata.
-        ops.push({ op: 'chmod', path: p, mode: modeOf(t), ...timesOf(t), ...attrsOf(target, t) })
-      }
-      return
-    }
-    if (tt === 'n') {
-      const a = nodeOf(e)
-      const b = nodeOf(t)
-      if (a.fmt !== b.fmt || a.rdev !== b.rdev) {
-        ops.push({ op: 'remove', path: p, type: 'n' })
-        create(p, t)
-      } else if (modeOf(e) !== modeOf(t) || !sameOwner(e, t)) {
-        ops.push({ op: 'chmod', path: p, mode: modeOf(t), ...attrsOf(target, t) })
-      }
-      return
-    }
-    if (tt === 'l') {
-      const lt = linkTarget(target, t)
-      if (linkTarget(expected, e) !== lt) {
-        ops.push({ op: 'remove', path: p, type: 'l' })
-        ops.push({ op: 'symlink', path: p, target: lt, ...timesOf(t), ...attrsOf(target, t) })
-      } else if (!sameOwner(e, t)) {
-        ops.push({ op: 'chmod', path: p, mode: 0o777, ...attrsOf(target, t) })
-      }
-      return
-    }
-    const te = timesOf(e)
-    const tt2 = timesOf(t)
-    if (modeOf(e) !== modeOf(t) || te.mtime !== tt2.mtime || te.mtimeNs !== tt2.mtimeNs || !sameOwner(e, t)) dirModes.push({ path: p, mode: modeOf(t), ...timesOf(t), ...attrsOf(target, t) })
-    const childDeep = deep || (touchedSet.has(p) && (deepDir(expected, p) || deepDir(target, p)))
-    let names: Iterable<string>
-    if (childDeep) names = new Set([...expected.readdir(p), ...target.readdir(p)])
-    else names = kids.get(p) ?? []
-    later(p, names, childDeep, false)
   }
 
-  visit('/', Boolean(opts.full))
-  for (let task = todo.pop(); task !== undefined; task = todo.pop()) {
-    if (!task.create) {
-      visit(task.path, task.deep)
-      continue
+  private visitFile (p: string, e: Resolved, t: Resolved, leaves: boolean): void {
+    const target = this.target
+    if (!sameBytes(e, t) || leaves) {
+      // The same file with new content: `ino` lets the applier keep the real file's hard links.
+      if (leaves) this.ops.push({ op: 'write', path: p, mode: modeOf(t), size: sizeOf(t), ...timesOf(t), ...attrsOf(target, t), content: contentOf(t) })
+      else this.ops.push({ op: 'write', path: p, mode: modeOf(t), size: sizeOf(t), ...timesOf(t), ...attrsOf(target, t), content: contentOf(t), ifDiffers: true, ino: inoOf(t) })
+    } else if (modeOf(e) !== modeOf(t) || !this.sameOwner(e, t) || !sameMtime(e, t)) {
+      // The same bytes (a chmod, a chown, a touch, a link of a real file): only the metadata.
+      this.ops.push({ op: 'chmod', path: p, mode: modeOf(t), ...timesOf(t), ...attrsOf(target, t) })
     }
-    const tq = target.resolve(task.path)
-    if (tq) create(task.path, tq)
   }
-  const anchors: PlanOp[] = []
-  for (const [key, { names, rep }] of [...groups].sort((a, b) => a[0] < b[0] ? -1 : 1)) {
-    const anchor = anchorOf(expected, target, key, [...names].sort(), rep, expectedRealNames)
-    if (!anchor) continue
-    anchors.push(anchor)
-    for (const n of [...names].sort()) ops.push({ op: 'link', path: n, ino: anchor.ino })
+
+  private visitNode (p: string, e: Resolved, t: Resolved): void {
+    const a = nodeOf(e)
+    const b = nodeOf(t)
+    if (a.fmt !== b.fmt || a.rdev !== b.rdev) {
+      this.ops.push({ op: 'remove', path: p, type: 'n' })
+      this.create(p, t)
+    } else if (modeOf(e) !== modeOf(t) || !this.sameOwner(e, t)) {
+      this.ops.push({ op: 'chmod', path: p, mode: modeOf(t), ...attrsOf(this.target, t) })
+    }
   }
-  dirModes.sort((a, b) => b.path.length - a.path.length)
-  for (const d of dirModes) ops.push({ op: 'chmod', ...d })
-  return { ops: [...anchors, ...ops] }
+
+  private visitSymlink (p: string, e: Resolved, t: Resolved): void {
+    const lt = linkTarget(this.target, t)
+    if (linkTarget(this.expected, e) !== lt) {
+      this.ops.push({ op: 'remove', path: p, type: 'l' })
+      this.ops.push({ op: 'symlink', path: p, target: lt, ...timesOf(t), ...attrsOf(this.target, t) })
+    } else if (!this.sameOwner(e, t)) {
+      this.ops.push({ op: 'chmod', path: p, mode: 0o777, ...attrsOf(this.target, t) })
+    }
+  }
+
+  private visitDir (p: string, e: Resolved, t: Resolved, deep: boolean): void {
+    const { expected, target } = this
+    const te = timesOf(e)
+    const tt = timesOf(t)
+    if (modeOf(e) !== modeOf(t) || te.mtime !== tt.mtime || te.mtimeNs !== tt.mtimeNs || !this.sameOwner(e, t)) this.dirModes.push({ path: p, mode: modeOf(t), ...timesOf(t), ...attrsOf(target, t) })
+    const childDeep = deep || (this.touchedSet.has(p) && (deepDir(expected, p) || deepDir(target, p)))
+    const names: Iterable<string> = childDeep ? new Set([...expected.readdir(p), ...target.readdir(p)]) : this.kids.get(p) ?? []
+    this.later(p, names, childDeep, false)
+  }
 }
 
 /**
