@@ -50,11 +50,11 @@ function args<T extends z.ZodRawShape> (tool: string, shape: T) {
 const maxChars = z.number().int().min(MIN_CHARS).max(LIMIT_CHARS).optional().describe(`the most characters the answer may have (default ${MAX_CHARS})`)
 const offsetArg = z.number().int().min(0).optional().describe('where the page starts in the list (0 = the first; an answer that stops early gives next_offset)')
 
+const turnArg = z.union([z.number().int(), z.string()]).describe('a turn number (1, 2, ...), -N counted back from the head (-1 is the head turn), or the external id given to cpfs turn --id')
+const rangeArg = z.union([z.number().int(), z.string()]).describe('a turn number or id, -N counted back from the head, or a range "A..B"')
+
 export function createMcpServer (target: api.Target): McpServer {
   const server = new McpServer({ name: 'cpfs', version: '0.1.0' })
-  const turnArg = z.union([z.number().int(), z.string()]).describe('a turn number (1, 2, ...), -N counted back from the head (-1 is the head turn), or the external id given to cpfs turn --id')
-  const rangeArg = z.union([z.number().int(), z.string()]).describe('a turn number or id, -N counted back from the head, or a range "A..B"')
-
   /** A plan interrupted by a crash: read-only tools leave it alone and say so. */
   const pendingPlan = async (): Promise<string[]> => {
     try {
@@ -64,18 +64,14 @@ export function createMcpServer (target: api.Target): McpServer {
       return []
     }
   }
+  registerHistoryTools(server, target, pendingPlan)
+  registerDiffTools(server, target, pendingPlan)
+  registerChangeTools(server, target)
+  return server
+}
 
-  /** Workspace-relative paths as given; an absolute path must be inside the workspace. */
-  const workspaceArgs = (paths: string[] | undefined): string[] | undefined => {
-    if (!paths) return undefined
-    const ws = resolve(target.dir ?? '.')
-    return paths.map(p => {
-      if (!isAbsolute(p)) return p
-      if (p === ws || p.startsWith(ws + '/')) return p
-      throw new CpfsError('PATH_OUTSIDE', `${p} is not inside the workspace ${ws}`, 'paths are workspace-relative, without a leading "/", as the tools list them: e.g. src/a.txt')
-    })
-  }
-
+/** list_turns and status: the history and the workspace, read only. */
+function registerHistoryTools (server: McpServer, target: api.Target, pendingPlan: () => Promise<string[]>): void {
   server.registerTool('list_turns', {
     title: 'List checkpoints',
     description: `The turns (checkpoints) of this workspace, newest last: number, id, prompt (what it was opened for), message (what it did), when it was opened, how many paths (files) and bytes it changed, and its first paths. By default the newest 20 turns and 5 paths each; from_turn/to_turn and limit page through the rest, paths_per_turn lists more; lines=true adds +/- line counts as show_diff counts them (reads the changed files: slower on big turns). ${BOUND} Changes nothing.`,
@@ -105,17 +101,20 @@ export function createMcpServer (target: api.Target): McpServer {
     const skipped = s.skipped
     return { ...s, skipped: skipped.slice(0, 20).map(rel), ...(skipped.length > 20 ? { skippedCount: skipped.length } : {}) }
   }))
+}
 
-  server.registerTool('checkpoint', {
-    title: 'Start a new turn',
-    description: 'Seal the current turn and start the next one; later changes can be undone back to this point. "message" describes the work of the turn being sealed; "prompt" and "id" label the turn being started. Answers {"head": N}.',
-    inputSchema: args('checkpoint', {
-      message: z.string().optional().describe('what the turn being sealed did'),
-      prompt: z.string().optional().describe('what the next turn is for'),
-      id: z.string().optional().describe('an id for the next turn, to rewind to later (unique; not a number)')
-    }),
-    annotations: { title: 'Start a new turn', readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false }
-  }, async ({ message, prompt, id }) => answer(MAX_CHARS, async () => ({ head: await api.turn({ ...target, message, prompt, id }) })))
+/** show_diff and rewind_dry_run: what a turn changed, and what a rewind would change. */
+function registerDiffTools (server: McpServer, target: api.Target, pendingPlan: () => Promise<string[]>): void {
+  /** Workspace-relative paths as given; an absolute path must be inside the workspace. */
+  const workspaceArgs = (paths: string[] | undefined): string[] | undefined => {
+    if (!paths) return undefined
+    const ws = resolve(target.dir ?? '.')
+    return paths.map(p => {
+      if (!isAbsolute(p)) return p
+      if (p === ws || p.startsWith(ws + '/')) return p
+      throw new CpfsError('PATH_OUTSIDE', `${p} is not inside the workspace ${ws}`, 'paths are workspace-relative, without a leading "/", as the tools list them: e.g. src/a.txt')
+    })
+  }
 
   server.registerTool('show_diff', {
     title: 'Show what a turn changed',
@@ -149,6 +148,20 @@ export function createMcpServer (target: api.Target): McpServer {
     const p = await api.rewindPreview(String(a.turn), target)
     return previewPage(p, { offset: a.offset ?? 0, limit: a.limit ?? 200, max: (a.max_chars ?? MAX_CHARS) - 500 })
   }, pendingPlan))
+}
+
+/** checkpoint, rewind and redo: the tools that change the workspace or its history. */
+function registerChangeTools (server: McpServer, target: api.Target): void {
+  server.registerTool('checkpoint', {
+    title: 'Start a new turn',
+    description: 'Seal the current turn and start the next one; later changes can be undone back to this point. "message" describes the work of the turn being sealed; "prompt" and "id" label the turn being started. Answers {"head": N}.',
+    inputSchema: args('checkpoint', {
+      message: z.string().optional().describe('what the turn being sealed did'),
+      prompt: z.string().optional().describe('what the next turn is for'),
+      id: z.string().optional().describe('an id for the next turn, to rewind to later (unique; not a number)')
+    }),
+    annotations: { title: 'Start a new turn', readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false }
+  }, async ({ message, prompt, id }) => answer(MAX_CHARS, async () => ({ head: await api.turn({ ...target, message, prompt, id }) })))
 
   server.registerTool('rewind', {
     title: 'Rewind',
@@ -169,8 +182,6 @@ export function createMcpServer (target: api.Target): McpServer {
     const r = await api.redo(target)
     return { head: r.head, mounted: r.mounted, summary: summaryOut(r.summary) }
   }))
-
-  return server
 }
 
 export async function serveMcp (target: api.Target): Promise<void> {

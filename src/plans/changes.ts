@@ -10,7 +10,7 @@ import { isWithin, rebase } from '../overlay/paths.js'
 import { resolvedType, type Resolved, type View } from '../overlay/view.js'
 import type { ChunkStore } from '../store/chunks.js'
 import type { FileEntry, Kind } from '../store/entries.js'
-import { planViews, type Content } from './planner.js'
+import { planViews, type Content, type PlanOp } from './planner.js'
 
 export interface Change {
   path: string
@@ -97,47 +97,63 @@ function countLines (a: string, b: string): { insertions: number, deletions: num
 export function describeChanges (from: View, to: View, touched: Iterable<string>, chunks: ChunkStore, opts: { patches?: boolean } = {}): Change[] {
   const plan = planViews(from, to, touched)
   const out = new Map<string, Change>()
+  const moves = dirMoves(plan.ops, from, to)
+  for (const m of moves) describeMove(m, from, to, chunks, opts, out)
+  describeOps(plan.ops, moves, from, to, chunks, opts, out)
+  // In a patch, a moved directory is its files renamed (those that changed carry their own).
+  if (opts.patches) for (const m of moves) patchMove(m, from, to, chunks, out)
+  return [...out.values()].sort((a, b) => a.path < b.path ? -1 : a.path > b.path ? 1 : 0)
+}
+
+interface DirMove { from: string, to: string, origin: string }
+
+/** A directory created with a redirect to the origin of a removed one is a move. */
+function dirMoves (ops: PlanOp[], from: View, to: View): DirMove[] {
   const removedDirs = new Map<string, string>() // origin path of a removed directory -> its path
 
-  for (const op of plan.ops) {
+  for (const op of ops) {
     if (op.op === 'remove' && op.type === 'd') {
       const op2 = from.dirOriginPath(op.path)
       if (op2 !== null) removedDirs.set(op2, op.path)
     }
   }
-  // A directory created with a redirect to the origin of a removed one is a move.
-  const moves: Array<{ from: string, to: string, origin: string }> = []
-  for (const op of plan.ops) {
+  const moves: DirMove[] = []
+  for (const op of ops) {
     if (op.op !== 'mkdir') continue
     const e = to.entries.get(op.path)
     if (e && e.t === 'd' && e.redirect !== undefined && removedDirs.has(e.redirect)) {
       moves.push({ from: removedDirs.get(e.redirect)!, to: op.path, origin: e.redirect })
     }
   }
-  const movedFrom = (p: string) => moves.find(m => isWithin(p, m.from))
-  const movedTo = (p: string) => moves.find(m => isWithin(p, m.to))
+  return moves
+}
 
-  for (const m of moves) {
-    out.set(m.to, { path: m.to, change: 'moved', kind: 'd', from: m.from, insertions: 0, deletions: 0, binary: false })
-    // What was under the old name and is gone from the new one was deleted in the move.
-    // An explicit stack, not recursion: a tree can be deeper than the call stack.
-    const stack = [m.from]
-    for (let q = stack.pop(); q !== undefined; q = stack.pop()) {
-      const subdirs: string[] = []
-      for (const name of from.readdir(q)) {
-        const child = q === '/' ? '/' + name : q + '/' + name
-        const before = from.resolve(child)
-        if (!before) continue
-        if (!to.resolve(rebase(child, m.from, m.to))) {
-          const c = describeOne(from, to, child, before, null, chunks, opts)
-          if (c) out.set(child, c)
-        } else if (resolvedType(before) === 'd') subdirs.push(child)
-      }
-      for (let i = subdirs.length - 1; i >= 0; i--) stack.push(subdirs[i])
+/** A moved directory, and what was under its old name and is gone from the new one. */
+function describeMove (m: DirMove, from: View, to: View, chunks: ChunkStore, opts: { patches?: boolean }, out: Map<string, Change>): void {
+  out.set(m.to, { path: m.to, change: 'moved', kind: 'd', from: m.from, insertions: 0, deletions: 0, binary: false })
+  // What was under the old name and is gone from the new one was deleted in the move.
+  // An explicit stack, not recursion: a tree can be deeper than the call stack.
+  const stack = [m.from]
+  for (let q = stack.pop(); q !== undefined; q = stack.pop()) {
+    const subdirs: string[] = []
+    for (const name of from.readdir(q)) {
+      const child = q === '/' ? '/' + name : q + '/' + name
+      const before = from.resolve(child)
+      if (!before) continue
+      if (!to.resolve(rebase(child, m.from, m.to))) {
+        const c = describeOne(from, to, child, before, null, chunks, opts)
+        if (c) out.set(child, c)
+      } else if (resolvedType(before) === 'd') subdirs.push(child)
     }
+    for (let i = subdirs.length - 1; i >= 0; i--) stack.push(subdirs[i])
   }
+}
 
-  for (const op of plan.ops) {
+/** Each operation of the plan as the change it makes (inside moved directories, only what differs). */
+function describeOps (ops: PlanOp[], moves: DirMove[], from: View, to: View, chunks: ChunkStore, opts: { patches?: boolean }, out: Map<string, Change>): void {
+  const movedFrom = (p: string): DirMove | undefined => moves.find(m => isWithin(p, m.from))
+  const movedTo = (p: string): DirMove | undefined => moves.find(m => isWithin(p, m.to))
+  for (const op of ops) {
     const p = op.path
     if (out.has(p) && out.get(p)!.change === 'moved') continue
     const mf = movedFrom(p)
@@ -164,21 +180,19 @@ export function describeChanges (from: View, to: View, touched: Iterable<string>
       }
     })
   }
-  // In a patch, a moved directory is its files renamed (those that changed carry their own).
-  if (opts.patches) {
-    for (const m of moves) {
-      let text = ''
-      listBelow(to, m.to, (q, r) => {
-        const kind = resolvedType(r)
-        if (out.has(q) || (kind !== 'f' && kind !== 'l')) return
-        const orig = rebase(q, m.to, m.from)
-        const was = from.resolve(orig)
-        if (was && resolvedType(was) === kind) text += filePatch(side(from, was, orig, chunks), side(to, r, q, chunks))
-      })
-      if (text) out.get(m.to)!.patch = text
-    }
-  }
-  return [...out.values()].sort((a, b) => a.path < b.path ? -1 : a.path > b.path ? 1 : 0)
+}
+
+/** The patch of a moved directory: its files renamed. */
+function patchMove (m: DirMove, from: View, to: View, chunks: ChunkStore, out: Map<string, Change>): void {
+  let text = ''
+  listBelow(to, m.to, (q, r) => {
+    const kind = resolvedType(r)
+    if (out.has(q) || (kind !== 'f' && kind !== 'l')) return
+    const orig = rebase(q, m.to, m.from)
+    const was = from.resolve(orig)
+    if (was && resolvedType(was) === kind) text += filePatch(side(from, was, orig, chunks), side(to, r, q, chunks))
+  })
+  if (text) out.get(m.to)!.patch = text
 }
 
 /**
