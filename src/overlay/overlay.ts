@@ -22,95 +22,21 @@ import * as fs from 'node:fs'
 import { fsError } from '../errors.js'
 import { isZero, type ChunkStore } from '../store/chunks.js'
 import {
-  CHUNK_SIZE, MAX_FILE_SIZE, S_IFMT, chunkCount, chunkLen, cloneEntry, inoKey, inoOfKey, isInoKey, now, setTime, srcBytes, storedBytes, typeBits,
-  type DirEntry, type Entry, type FileEntry, type LinkEntry, type LiveEntry, type NameEntry, type NodeEntry, type Time
+  CHUNK_SIZE, MAX_FILE_SIZE, S_IFMT, chunkCount, chunkLen, cloneEntry, inoKey, inoOfKey, isInoKey, now, setTime, srcBytes,
+  type DirEntry, type Entry, type FileEntry, type LinkEntry, type LiveEntry, type NameEntry, type NodeEntry
 } from '../store/entries.js'
+import { attrOf, metaOf, type Attr, type Caller, type KillSetId, type SetAttr } from './attr.js'
+import { FileNode } from './file-node.js'
+import type { OverlayHooks } from './hooks.js'
 import { readEntry, type Origin, type SrcRead } from './origin.js'
 import { ACL_ACCESS, aclAfterChmod, modeFromAcl } from './acl.js'
 import { isWithin, parentOf, rebase } from './paths.js'
+import { CAPABILITY, dropPrivileges } from './privileges.js'
 import { View, resolvedType, type Resolved } from './view.js'
 
-export interface Attr {
-  /** Full st_mode, type bits included. */
-  mode: number
-  uid: number
-  gid: number
-  size: number
-  /** Times in milliseconds, and the nanoseconds within the millisecond. */
-  atime: number
-  mtime: number
-  ctime: number
-  atimeNs: number
-  mtimeNs: number
-  ctimeNs: number
-  ino: number
-  nlink: number
-  blocks: number
-  rdev: number
-}
-
-/** Who asks: the owner new files get (from the FUSE request header). */
-export interface Caller {
-  uid: number
-  gid: number
-}
-
-/** A time to set: a value, the current time, or leave it as it is. */
-export type TimeSet = Time | 'now' | null
-
-/** What a SETATTR changes; absent fields stay. */
-export interface SetAttr {
-  mode?: number
-  uid?: number
-  gid?: number
-  size?: number
-  atime?: TimeSet
-  mtime?: TimeSet
-  /** An explicit ctime (otherwise the change sets it to now). */
-  ctime?: Time
-  /** The kernel asks the filesystem to clear set-ID bits (truncate or chown, HANDLE_KILLPRIV_V2). */
-  killSuidGid?: KillSetId
-}
-
-/**
- * Set-ID bits are to be cleared (the caller lacks CAP_FSETID); inGroup says whether the caller
- * is in a group or may act as if (a non-executable set-group-ID file keeps its bit for them).
- */
-export interface KillSetId {
-  inGroup: (gid: number) => boolean
-}
-
-const CAPABILITY = 'security.capability'
-
-/**
- * What the kernel's VFS does to a file whose content or owner changes, done here because cpfs
- * negotiates HANDLE_KILLPRIV_V2 (so the kernel need not ask for security.capability on every
- * write): file capabilities always go; when the kernel says the caller lacks CAP_FSETID,
- * set-user-ID goes, and set-group-ID when the file is group-executable or the caller is not in
- * its group (the VFS rule, setattr_should_drop_sgid; the protocol's text states only the first).
- */
-function dropPrivileges (e: LiveEntry, kill: KillSetId | null): boolean {
-  const mode = e.mode
-  if (e.x?.[CAPABILITY]) {
-    const { [CAPABILITY]: _dropped, ...rest } = e.x
-    if (Object.keys(rest).length) e.x = rest
-    else delete e.x
-  }
-  if (kill && e.t !== 'd') {
-    e.mode &= ~0o4000
-    if (e.mode & 0o2000 && (e.mode & 0o010 || !kill.inGroup(e.gid))) e.mode &= ~0o2000
-  }
-  return e.mode !== mode
-}
-
-/** The metadata of an entry built from attributes (type bits dropped). */
-function metaOf (a: Attr | LiveEntry) {
-  const m: any = { mode: a.mode & 0o7777, uid: a.uid, gid: a.gid, atime: a.atime, mtime: a.mtime, ctime: a.ctime, ino: a.ino }
-  if (a.atimeNs) m.atimeNs = a.atimeNs
-  if (a.mtimeNs) m.mtimeNs = a.mtimeNs
-  if (a.ctimeNs) m.ctimeNs = a.ctimeNs
-  return m as { mode: number, uid: number, gid: number, atime: number, mtime: number, ctime: number, ino: number, atimeNs?: number, mtimeNs?: number, ctimeNs?: number }
-}
+export type { Attr, Caller, KillSetId, SetAttr, TimeSet } from './attr.js'
+export { FileNode } from './file-node.js'
+export type { OverlayHooks } from './hooks.js'
 
 // Linux's limits for extended attributes (limits.h: XATTR_NAME_MAX, XATTR_SIZE_MAX, XATTR_LIST_MAX).
 const XATTR_NAME_MAX = 255
@@ -120,48 +46,9 @@ const XATTR_LIST_MAX = 65536
 /** Linux's limit for a symlink's target (PATH_MAX including the NUL). */
 const SYMLINK_MAX = 4095
 
-export class FileNode {
-  /** Where its state lives: its path, or the inode record's key (#ino); null once it has no name. */
-  key: string | null
-  /** The upper entry holding this file's state; null while it is the untouched origin file. */
-  entry: FileEntry | null
-  originPath: string | null
-  readonly dirty = new Map<number, Buffer>()
-  opens = 0
-  stale = false
-
-  constructor (key: string, entry: FileEntry | null, originPath: string | null) {
-    this.key = key
-    this.entry = entry
-    this.originPath = originPath
-  }
-
-  /** For messages. */
-  get label (): string {
-    return this.key ?? '(unlinked)'
-  }
-}
-
 interface Handle {
   node: FileNode
   writable: boolean
-}
-
-export interface OverlayHooks {
-  /** A head-layer path changed (set or deleted). */
-  onChange: (path: string) => void
-  /** Allocate an inode number for a new file, directory or symlink. */
-  allocIno: () => number
-  /** Throws ENOSPC when the store cannot take more data. */
-  checkSpace: (bytes: number) => void
-  /** The first write after a rewind clears the redo stack. */
-  onWrite: () => void
-  /** Data was written into the file at this head path (its entry changed too: size, times). */
-  onData?: (path: string) => void
-  /** The last handle of a file was closed. */
-  onLastClose?: () => void
-  /** The content of an untouched origin file is about to change (its first write, truncate...). */
-  onCopyUp?: (originPath: string, size: number) => void
 }
 
 export class Overlay {
@@ -212,31 +99,7 @@ export class Overlay {
 
   /** Attributes of a resolved path (a directory's nlink only by getattr, which knows its path). */
   attrOf (r: Resolved): Attr {
-    if (r.kind === 'origin' && 'nlink' in r.stat) {
-      const st = r.stat
-      return { mode: st.mode, uid: st.uid, gid: st.gid, size: st.size, atime: st.atime, mtime: st.mtime, ctime: st.ctime, atimeNs: st.atimeNs, mtimeNs: st.mtimeNs, ctimeNs: st.ctimeNs, ino: st.ino, nlink: st.nlink, blocks: st.blocks, rdev: st.rdev }
-    }
-    const e = r.kind === 'upper' ? r.entry : r.stat as LiveEntry
-    // A directory the mount made or changed is one ext4 block, as most are on ext4: size 4096,
-    // 8 sectors (docs/decisions.md, "Directory sizes"). Untouched ones show the real stat.
-    // FIFOs, sockets and device nodes have size 0, as on ext4.
-    const size = e.t === 'f' ? e.size : e.t === 'l' ? Buffer.byteLength(e.target) : e.t === 'd' ? 4096 : 0
-    return {
-      mode: (e.mode & ~S_IFMT) | typeBits(e),
-      uid: e.uid,
-      gid: e.gid,
-      size,
-      atime: e.atime,
-      mtime: e.mtime,
-      ctime: e.ctime,
-      atimeNs: e.atimeNs ?? 0,
-      mtimeNs: e.mtimeNs ?? 0,
-      ctimeNs: e.ctimeNs ?? 0,
-      ino: e.ino,
-      nlink: e.t === 'd' ? 2 : e.links ?? 1,
-      blocks: e.t === 'f' ? Math.ceil(storedBytes(e) / 512) : e.t === 'd' ? 8 : 0,
-      rdev: e.t === 'n' ? e.rdev : 0
-    }
+    return attrOf(r)
   }
 
   /** Attributes through an open handle (fstat), or by path when the handle is unknown. */
@@ -1245,5 +1108,3 @@ export class Overlay {
     return [...this.nodes.values()]
   }
 }
-
-
