@@ -8,10 +8,7 @@
 // The open files' nodes are kept here too, because making an entry writable must point the node
 // of that file at the new entry.
 import { fsError } from '../errors.js'
-import {
-  S_IFMT, cloneEntry, isInoKey, now, setTime,
-  type Entry, type FileEntry, type LiveEntry
-} from '../store/entries.js'
+import { S_IFMT, cloneEntry, isInoKey, now, setTime, type Entry, type FileEntry, type LiveEntry } from '../store/entries.js'
 import type { Caller } from './attr.js'
 import type { FileNode } from './file-node.js'
 import type { OverlayHooks } from './hooks.js'
