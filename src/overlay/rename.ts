@@ -1,0 +1,129 @@
+// rename(2) and renameat2(2). Open files follow their names: path-keyed nodes move with the
+// path (and with every path below a moved directory); a linked file's node stays with its inode.
+import { fsError } from '../errors.js'
+import { cloneEntry, inoOfKey, isInoKey, type DirEntry, type LiveEntry, type NameEntry } from '../store/entries.js'
+import { metaOf } from './attr.js'
+import type { HeadLayer } from './head-layer.js'
+import type { OverlayHooks } from './hooks.js'
+import type { Namespace } from './namespace.js'
+import type { Origin } from './origin.js'
+import { isWithin, parentOf, rebase } from './paths.js'
+import { resolvedType, type Resolved } from './view.js'
+
+export class Renamer {
+  constructor (
+    private readonly layer: HeadLayer,
+    private readonly namespace: Namespace,
+    private readonly origin: Origin,
+    private readonly hooks: OverlayHooks
+  ) {}
+
+  /**
+   * rename(2) and renameat2(2): `noReplace` fails with EEXIST when dst exists; `exchange`
+   * swaps two existing paths atomically (both must exist). Returns false when nothing changed
+   * (the same path, or two names of one inode: POSIX leaves both).
+   */
+  rename (src: string, dst: string, flags: { noReplace?: boolean, exchange?: boolean } = {}): boolean {
+    if (flags.exchange) return this.exchange(src, dst)
+    const rs = this.layer.resolve(src)
+    if (src === dst) return false
+    if (isWithin(dst, src)) throw fsError('EINVAL', dst)
+    this.namespace.parentDir(dst)
+    const rd = this.layer.view.resolve(dst)
+    if (rd && flags.noReplace) throw fsError('EEXIST', dst)
+    const srcIsDir = resolvedType(rs) === 'd'
+    if (rd) {
+      const dstIsDir = resolvedType(rd) === 'd'
+      if (srcIsDir && !dstIsDir) throw fsError('ENOTDIR', dst)
+      if (!srcIsDir && dstIsDir) throw fsError('EISDIR', dst)
+      if (dstIsDir && this.layer.view.hasEntries(dst)) throw fsError('ENOTEMPTY', dst)
+      if (isInoKey(rs.key) && rs.key === rd.key) return false
+    }
+    this.hooks.checkSpace(0)
+    this.layer.touched()
+    if (rd) {
+      this.namespace.dropName(dst, rd)
+      this.layer.removePath(dst, srcIsDir)
+    }
+    if (srcIsDir) this.renameDir(src, dst, rs)
+    else this.renameLeaf(src, dst, rs)
+    this.namespace.touchParent(src)
+    if (parentOf(dst) !== parentOf(src)) this.namespace.touchParent(dst)
+    return true
+  }
+
+  /** RENAME_EXCHANGE: three moves through a name no real path can have, in one synchronous op. */
+  private exchange (a: string, b: string): boolean {
+    this.layer.resolve(a)
+    this.layer.resolve(b)
+    if (a === b) return false
+    if (isWithin(a, b) || isWithin(b, a)) throw fsError('EINVAL', b)
+    const tmp = parentOf(a) === '/' ? '/\u0000cpfs-exchange' : parentOf(a) + '/\u0000cpfs-exchange'
+    this.rename(a, tmp)
+    this.rename(b, a)
+    this.rename(tmp, b)
+    return true
+  }
+
+  private renameLeaf (src: string, dst: string, rs: Resolved): void {
+    let moved: LiveEntry | NameEntry
+    if (isInoKey(rs.key)) {
+      // A name of a linked inode moves; the inode (its record) stays, with a new ctime.
+      const rec = this.layer.headRecord(rs)
+      this.layer.stamp(rec, false)
+      this.hooks.onChange(rs.key)
+      moved = { t: 'h', ino: inoOfKey(rs.key) }
+    } else if (rs.kind === 'upper') {
+      moved = this.layer.head.get(src) === rs.entry ? rs.entry : cloneEntry(rs.entry)
+    } else {
+      moved = this.layer.fromOrigin(rs)
+    }
+    this.layer.removePath(src, false)
+    if (this.layer.needsWhiteout(dst)) delete moved.n
+    else moved.n = 1
+    if (moved.t !== 'h') this.layer.stamp(moved, false)
+    this.layer.setHead(dst, moved)
+    if (!isInoKey(rs.key)) this.layer.moveNode(src, dst, moved)
+  }
+
+  private renameDir (src: string, dst: string, rs: Resolved): void {
+    // The moved directory keeps its origin children by pointing at them (redirect), so a
+    // lower directory of any size moves in O(upper entries below it).
+    let originDir: string | null
+    let attrs: LiveEntry
+    if (rs.kind === 'upper') {
+      const e = rs.entry as DirEntry
+      attrs = e
+      originDir = e.redirect ?? (e.opaque ? null : this.layer.view.originPathFor(src))
+    } else {
+      attrs = this.layer.fromOrigin(rs)
+      originDir = rs.originPath
+    }
+    if (originDir !== null && this.origin.stat(originDir)?.t !== 'd') originDir = null
+    const moved = this.layer.view.subtree(src).map(([q, e]) => [rebase(q, src, dst), e, this.layer.head.get(q) === e] as const)
+    this.layer.removePath(src, true)
+    const dir: DirEntry = { ...metaOf(attrs), t: 'd', opaque: 1, fresh: 1 }
+    if (attrs.x) dir.x = attrs.x
+    this.layer.stamp(dir, false)
+    if (originDir !== null) dir.redirect = originDir
+    if (!this.layer.needsWhiteout(dst)) dir.n = 1
+    this.layer.setHead(dst, dir)
+    for (const [q, e, own] of moved) {
+      const c = own ? e : cloneEntry(e)
+      const existed = this.layer.needsWhiteout(q)
+      if (c.t === 'w') {
+        if (existed) this.layer.setHead(q, { t: 'w' })
+        continue
+      }
+      if (existed) delete c.n
+      else c.n = 1
+      this.layer.setHead(q, c)
+    }
+    for (const p of [...this.layer.nodes.keys()]) {
+      if (!isInoKey(p) && isWithin(p, src)) {
+        const q = rebase(p, src, dst)
+        this.layer.moveNode(p, q, this.layer.head.get(q))
+      }
+    }
+  }
+}
