@@ -13,7 +13,7 @@ import type { ReadyInfo } from './daemon/daemon.js'
 import { runDaemon } from './daemon/daemon.js'
 import { checkFuse } from './fuse/mount.js'
 import { checkStoreOutside, isMounted, register, type Location } from './store/locate.js'
-import { reserveBytes } from './config.js'
+import { reserveBytes } from './store/config.js'
 import { checkNotNested } from './workspaces.js'
 
 export interface StartOptions {

@@ -5,7 +5,7 @@ import * as fs from 'node:fs'
 import { join } from 'node:path'
 import * as api from './api.js'
 import { CpfsError } from './errors.js'
-import { parseSize, readConfig } from './config.js'
+import { parseSize, readConfig } from './store/config.js'
 import { call, PING_TIMEOUT_MS } from './control/client.js'
 import { Session } from './session/session.js'
 import { prune as pruneSession, squashOldest, type PruneResult } from './session/prune.js'
@@ -61,7 +61,7 @@ async function liveStatus (dir: string): Promise<{ turns: number } | null> {
   }
 }
 
-export { parseSize } from './config.js'
+export { parseSize } from './store/config.js'
 
 export interface PruneSettings {
   keepTurns?: number

@@ -12,7 +12,7 @@
 // (daemon/commands.ts), the API and the CLI are all typed by it, so a command changed in one
 // place and not another does not compile. Only types are imported here: the mounted path
 // (control/mounted.ts) must stay as light as node starting.
-import type { WatchInfo, WatchStatus } from '../daemon/underneath.js'
+import type { WatchInfo, WatchStatus } from '../store/underneath.js'
 import type { OpStats } from '../fuse/stats.js'
 import type { Change } from '../plans/changes.js'
 import type { RewindPreview } from '../plans/preview.js'

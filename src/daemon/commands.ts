@@ -9,7 +9,8 @@ import { forkView } from '../plans/fork.js'
 import { cutPaths, diffTurns, logWithLines, previewRewind } from '../plans/preview.js'
 import type { Session } from '../session/session.js'
 import type { ViewInvalidation } from './invalidation.js'
-import { Underneath, type WatchInfo } from './underneath.js'
+import type { WatchInfo } from '../store/underneath.js'
+import { Underneath } from './underneath.js'
 
 /** What the handlers work with: the mount's parts, and the daemon's own shutdown. */
 export interface DaemonParts {

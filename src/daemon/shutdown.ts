@@ -15,7 +15,8 @@ import { applyStack, noteUnseenChanges, type PlanSummary } from '../plans/run.js
 import { phase } from '../progress.js'
 import type { Session } from '../session/session.js'
 import { isMounted, type Location } from '../store/locate.js'
-import { Underneath, type WatchInfo } from './underneath.js'
+import type { WatchInfo } from '../store/underneath.js'
+import { Underneath } from './underneath.js'
 import type { WatcherEvents } from './watchers.js'
 
 /** apply: run the plan to the real directory; discard: set the pending turns aside; keep: neither. */

@@ -13,7 +13,7 @@ import * as fs from 'node:fs'
 import { native, type UnderneathEvent, type UnderneathHandle } from '../native/index.js'
 import { depth, join } from '../overlay/paths.js'
 import { keepBeforeOpen, keepMoved, noteMade } from '../session/underneath.js'
-import { underneathOps, type UnderneathWrite } from '../store/underneath.js'
+import { underneathOps, type UnderneathWrite, type WatchInfo, type WatchStatus } from '../store/underneath.js'
 import { absorbOutsideChanges, type Absorbed } from '../plans/absorb.js'
 import { lstatReal } from '../overlay/real.js'
 import { fingerprintDrift } from '../store/fingerprints.js'
@@ -45,23 +45,6 @@ const MARK_SLICE = 256
 /** The watch can run: root (fanotify's permission events need CAP_SYS_ADMIN), and not turned off. */
 export function watchWanted (): boolean {
   return process.env.CPFS_UNDERNEATH !== 'off' && process.getuid?.() === 0
-}
-
-export interface WatchInfo {
-  state: 'watching' | 'off'
-  /** Why it is off, in one line for the user. */
-  why?: string
-}
-
-export interface WatchStatus extends WatchInfo {
-  /** Directories marked so far, and whether the first walk of the tree is done. */
-  dirs: number
-  marked: boolean
-  recorded: number
-  /** Changes whose earlier content could not be kept (made through a descriptor opened before the watch). */
-  notKept: number
-  /** The kernel's queue overflowed once: some changes were not heard (plans still find them by fingerprint). */
-  missed: boolean
 }
 
 interface Pending {

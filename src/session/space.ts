@@ -6,7 +6,7 @@
 // both count as used, so a burst of writes cannot run the disk past the reserve between checks.
 import * as fs from 'node:fs'
 import { fsError } from '../errors.js'
-import { reserveBytes } from '../config.js'
+import { reserveBytes } from '../store/config.js'
 import type { ChunkStore } from '../store/chunks.js'
 import type { Store } from '../store/store.js'
 

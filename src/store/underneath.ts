@@ -4,6 +4,24 @@ import { decode, encode } from './codec.js'
 import { prefixEnd, underneathKey, underneathPrefix, type BatchOp } from './keys.js'
 import type { Store } from './store.js'
 
+/** The watch of writes made underneath the mount (daemon/underneath.ts): on, or off and why. */
+export interface WatchInfo {
+  state: 'watching' | 'off'
+  /** Why it is off, in one line for the user. */
+  why?: string
+}
+
+export interface WatchStatus extends WatchInfo {
+  /** Directories marked so far, and whether the first walk of the tree is done. */
+  dirs: number
+  marked: boolean
+  recorded: number
+  /** Changes whose earlier content could not be kept (made through a descriptor opened before the watch). */
+  notKept: number
+  /** The kernel's queue overflowed once: some changes were not heard (plans still find them by fingerprint). */
+  missed: boolean
+}
+
 /** One change made underneath the mount, as the history records it. */
 export interface UnderneathWrite {
   /** Relative to the workspace (no leading '/'). */

@@ -2,8 +2,8 @@
 //   { "reserve": "256M", "prune": { "keepTurns": 50, "olderThanDays": 30, "maxSize": "2G" } }
 import * as fs from 'node:fs'
 import { join } from 'node:path'
-import { CpfsError } from './errors.js'
-import { cpfsHome } from './store/locate.js'
+import { CpfsError } from '../errors.js'
+import { cpfsHome } from './locate.js'
 
 export function parseSize (s: string | number): number {
   if (typeof s === 'number') return s
