@@ -35,7 +35,6 @@ export function call<C extends CommandName> (socketPath: string, req: Request<C>
   if (opts.ackTimeoutMs !== undefined) req = { ...req, ack: true }
   return new Promise((resolve, reject) => {
     const conn = connect(socketPath)
-    let buf = ''
     let reply: string | undefined
     let done = false
     const limit = opts.timeoutMs ?? opts.ackTimeoutMs
@@ -55,45 +54,25 @@ export function call<C extends CommandName> (socketPath: string, req: Request<C>
     }
     conn.setEncoding('utf8')
     conn.on('connect', () => conn.write(JSON.stringify(req) + '\n'))
-    // A long line (a reply of 100 MB: the log of a tree 10,000 levels deep) arrives in many
-    // pieces: they are kept apart until its end, and only new data is searched for it (searching
-    // the whole of `buf` again for every piece took minutes).
-    const parts: string[] = []
-    conn.on('data', (d: string) => {
-      let nl = d.indexOf('\n')
-      if (nl < 0) {
-        parts.push(d)
+    // Whole lines: an acknowledgement, progress lines, then the reply. Any line shows that
+    // the daemon is alive (an older daemon sends no acknowledgement).
+    const lines = new LineReader((line) => {
+      if (timer && opts.timeoutMs === undefined) clearTimeout(timer)
+      let msg: any
+      try {
+        msg = JSON.parse(line)
+      } catch {
+        reply = line // reported as a broken reply at the end
         return
       }
-      parts.push(d)
-      buf = parts.join('')
-      parts.length = 0
-      nl += buf.length - d.length
-      // Whole lines: an acknowledgement, progress lines, then the reply. Any line shows that
-      // the daemon is alive (an older daemon sends no acknowledgement).
-      for (; nl >= 0; nl = buf.indexOf('\n')) {
-        const line = buf.slice(0, nl)
-        buf = buf.slice(nl + 1)
-        if (timer && opts.timeoutMs === undefined) clearTimeout(timer)
-        let msg: any
-        try {
-          msg = JSON.parse(line)
-        } catch {
-          reply = line // reported as a broken reply at the end
-          continue
-        }
-        if (msg && typeof msg === 'object' && 'ack' in msg) continue
-        if (msg && typeof msg === 'object' && 'progress' in msg) {
-          sink?.(msg.progress)
-          continue
-        }
-        reply = line
+      if (msg && typeof msg === 'object' && 'ack' in msg) return
+      if (msg && typeof msg === 'object' && 'progress' in msg) {
+        sink?.(msg.progress)
+        return
       }
-      if (buf) {
-        parts.push(buf)
-        buf = ''
-      }
+      reply = line
     })
+    conn.on('data', (d: string) => lines.add(d))
     conn.on('error', (err: any) => {
       if (!finish()) return
       if (err.code === 'ENOENT' || err.code === 'ECONNREFUSED') reject(new CpfsError('NOT_RUNNING', 'no cpfs daemon answers for this workspace'))
@@ -103,7 +82,7 @@ export function call<C extends CommandName> (socketPath: string, req: Request<C>
       if (!finish()) return
       let r: Reply
       try {
-        r = JSON.parse(reply ?? parts.join(''))
+        r = JSON.parse(reply ?? lines.rest())
       } catch {
         reject(new CpfsError('DAEMON_DIED', 'the cpfs daemon closed the connection without answering', 'see the daemon log; cpfs mount recovers a crashed session'))
         return
@@ -114,6 +93,36 @@ export function call<C extends CommandName> (socketPath: string, req: Request<C>
   })
 }
 
+/**
+ * Splits a stream into lines. A long line (a reply of 100 MB: the log of a tree 10,000 levels
+ * deep) arrives in many pieces: they are kept apart until its end, and only new data is
+ * searched for it (searching the whole of the buffer again for every piece took minutes).
+ */
+class LineReader {
+  private readonly parts: string[] = []
+
+  constructor (private readonly onLine: (line: string) => void) {}
+
+  add (d: string): void {
+    let nl = d.indexOf('\n')
+    this.parts.push(d)
+    if (nl < 0) return
+    let buf = this.parts.join('')
+    this.parts.length = 0
+    nl += buf.length - d.length
+    for (; nl >= 0; nl = buf.indexOf('\n')) {
+      const line = buf.slice(0, nl)
+      buf = buf.slice(nl + 1)
+      this.onLine(line)
+    }
+    if (buf) this.parts.push(buf)
+  }
+
+  /** What came after the last whole line. */
+  rest (): string {
+    return this.parts.join('')
+  }
+}
 
 /**
  * Is a daemon listening and answering? False when nobody listens; a daemon that accepts the

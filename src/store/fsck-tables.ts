@@ -72,7 +72,7 @@ export async function fsckTables (path: string): Promise<TablesResult> {
   const checks = checkTables(dir)
   res.tables = checks.length
   for (const c of checks) res.blocks += c.blocks
-  const candidates = new Map<string, { seq: number, deletion: boolean, value?: Buffer }>()
+  const candidates = new Map<string, Candidate>()
   let repair = false
   let compact = false
   for (const c of checks) {
@@ -118,7 +118,18 @@ export async function fsckTables (path: string): Promise<TablesResult> {
     await ClassicLevel.repair(dir)
     res.repaired.push('LevelDB\'s repair rebuilt the database without the damaged blocks (the damaged files are kept in db/lost/)')
   }
-  // A record of a dropped block is lost only if no newer version of it is left.
+  await settleDropped(dir, candidates, res)
+  return res
+}
+
+type Candidate = { seq: number, deletion: boolean, value?: Buffer }
+
+/**
+ * Records of dropped blocks: lost only if no newer version of each is left. Those cpfs cannot
+ * do without are kept as read when they decode; the others are deleted, so no older version
+ * shows through. Then every table is rewritten.
+ */
+async function settleDropped (dir: string, candidates: Map<string, Candidate>, res: TablesResult): Promise<void> {
   const newest = new Map<string, number>()
   for (const name of readdirSync(dir).filter(isTableFile)) {
     try {
@@ -148,7 +159,6 @@ export async function fsckTables (path: string): Promise<TablesResult> {
   await compactLevel(dir, ops)
   const dels = ops.filter(o => o.type === 'del').length
   res.repaired.push(`LevelDB's tables were compacted${dels ? ` after ${dels} record(s) of dropped blocks were deleted (no older version of them can show through)` : ''}`)
-  return res
 }
 
 /** Apply `ops` and rewrite every table (a full compaction); LevelDB is closed after. */
