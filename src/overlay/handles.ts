@@ -174,3 +174,43 @@ export class DirHandles {
     for (const k of [...this.lru]) if (isWithin(k.dir, p)) this.drop(k)
   }
 }
+
+/** Read handles of real files kept open by path (Origin.read), at most FILE_HANDLES of them. */
+const FILE_HANDLES = 256
+
+export class FileHandles {
+  private readonly fds = new Map<string, number>()
+
+  /** The kept handle of p, or one `open` makes (all are closed when too many are kept). */
+  of (p: string, open: () => number): number {
+    let fd = this.fds.get(p)
+    if (fd !== undefined) return fd
+    fd = open()
+    if (this.fds.size > FILE_HANDLES) this.closeAll()
+    this.fds.set(p, fd)
+    return fd
+  }
+
+  closeAll (): void {
+    for (const fd of this.fds.values()) {
+      try { fs.closeSync(fd) } catch {}
+    }
+    this.fds.clear()
+  }
+
+  /** Close the handle of p and, with `below`, of every path under it. */
+  forget (p: string, below: boolean): void {
+    if (!below) {
+      const fd = this.fds.get(p)
+      if (fd === undefined) return
+      try { fs.closeSync(fd) } catch {}
+      this.fds.delete(p)
+      return
+    }
+    for (const [q, fd] of this.fds) {
+      if (!isWithin(q, p)) continue
+      try { fs.closeSync(fd) } catch {}
+      this.fds.delete(q)
+    }
+  }
+}

@@ -11,7 +11,7 @@ import { CHUNK_SIZE, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG, srcBytes, type Entry, ty
 import type { ChunkStore } from '../store/chunks.js'
 import { isWithin, join, parentOf } from './paths.js'
 import { BaseMap } from './base.js'
-import { DirHandles } from './handles.js'
+import { DirHandles, FileHandles } from './handles.js'
 import { openFile, readDirNoFollow } from './nofollow.js'
 
 const STAT = new Float64Array(16)
@@ -101,7 +101,7 @@ export class Origin {
   readonly base: Map<string, Entry>
   private readonly based: BaseMap
   private readonly chunks: ChunkStore
-  private readonly fds = new Map<string, number>()
+  private readonly files = new FileHandles()
   /** O_PATH handles of real directories, opened without following symlinks (dirHandle). */
   private readonly dirFds: DirHandles
   /**
@@ -347,19 +347,16 @@ export class Origin {
   read (p: string, buf: Buffer, offset: number, length: number, position: number): number {
     const cover = this.baseCover(p)
     if (cover && cover !== 'hidden' && cover.t === 'f') return readEntry(cover, this.chunks, buf, offset, length, position, null)
-    let fd = this.fds.get(p)
-    if (fd === undefined) {
+    const fd = this.files.of(p, () => {
       try {
-        fd = openFile(this.realPath(p), fs.constants.O_RDONLY)
+        return openFile(this.realPath(p), fs.constants.O_RDONLY)
       } catch (err: any) {
         // A FIFO, socket or device (or a symlink, ELOOP) put where the file was, from outside:
         // never opened in a way that could block the daemon, never followed.
         if (err.code === 'REAL_CHANGED' || err.code === 'ELOOP') throw fsError('EIO', p, err.message)
         throw err
       }
-      if (this.fds.size > 256) this.closeFds()
-      this.fds.set(p, fd)
-    }
+    })
     let done = 0
     while (done < length) {
       const n = fs.readSync(fd, buf, offset + done, length - done, position + done)
@@ -370,10 +367,7 @@ export class Origin {
   }
 
   closeFds (): void {
-    for (const fd of this.fds.values()) {
-      try { fs.closeSync(fd) } catch {}
-    }
-    this.fds.clear()
+    this.files.closeAll()
     this.dirFds.closeAll()
   }
 
@@ -387,11 +381,7 @@ export class Origin {
     if (!below) {
       this.statCache?.delete(p)
       this.xattrCache?.delete(p)
-      const fd = this.fds.get(p)
-      if (fd !== undefined) {
-        try { fs.closeSync(fd) } catch {}
-        this.fds.delete(p)
-      }
+      this.files.forget(p, false)
       this.dirFds.forget(p, false)
       return
     }
@@ -399,12 +389,7 @@ export class Origin {
       if (!map) continue
       for (const q of map.keys()) if (isWithin(q, p)) map.delete(q)
     }
-    for (const [q, fd] of this.fds) {
-      if (isWithin(q, p)) {
-        try { fs.closeSync(fd) } catch {}
-        this.fds.delete(q)
-      }
-    }
+    this.files.forget(p, true)
     this.dirFds.forget(p, true)
   }
 }
