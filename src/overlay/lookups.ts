@@ -2,7 +2,7 @@
 // never change anything, and never copy up.
 import * as fs from 'node:fs'
 import { fsError } from '../errors.js'
-import { chunkLen, type LinkEntry } from '../store/entries.js'
+import { chunkLen, type SymlinkEntry } from '../store/entries.js'
 import { attrOf, type Attr } from './attr.js'
 import type { FileNode } from './file-node.js'
 import type { HeadLayer } from './head-layer.js'
@@ -53,7 +53,7 @@ export class Lookups {
   readlink (p: string): string {
     const r = this.layer.resolve(p)
     if (resolvedType(r) !== 'l') throw fsError('EINVAL', p)
-    return r.kind === 'upper' ? (r.entry as LinkEntry).target : this.origin.readlink(r.originPath)
+    return r.kind === 'upper' ? (r.entry as SymlinkEntry).target : this.origin.readlink(r.originPath)
   }
 
   access (p: string): void {

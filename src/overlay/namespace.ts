@@ -9,7 +9,7 @@
 import { fsError } from '../errors.js'
 import {
   cloneEntry, inoKey, inoOfKey, isInoKey,
-  type DirEntry, type FileEntry, type LinkEntry, type LiveEntry, type NameEntry, type NodeEntry
+  type DirEntry, type FileEntry, type SymlinkEntry, type LiveEntry, type HardLinkEntry, type NodeEntry
 } from '../store/entries.js'
 import { attrOf, type Attr, type Caller } from './attr.js'
 import { FileNode } from './file-node.js'
@@ -101,7 +101,7 @@ export class Namespace {
     this.hooks.checkSpace(0)
     this.layer.touched()
     const n = this.layer.needsWhiteout(p) ? undefined : 1
-    const e: LinkEntry = { t: 'l', ...this.layer.newMeta(0o777, caller), target }
+    const e: SymlinkEntry = { t: 'l', ...this.layer.newMeta(0o777, caller), target }
     this.inherit(parent, e, false)
     if (n) e.n = 1
     this.layer.setHead(p, e)
@@ -182,7 +182,7 @@ export class Namespace {
     rec.links = (rec.links ?? 1) + 1
     this.layer.stamp(rec, false)
     this.hooks.onChange(key)
-    const name: NameEntry = { t: 'h', ino: inoOfKey(key) }
+    const name: HardLinkEntry = { t: 'h', ino: inoOfKey(key) }
     if (!this.layer.needsWhiteout(dst)) name.n = 1
     this.layer.setHead(dst, name)
     this.touchParent(dst)
@@ -204,7 +204,7 @@ export class Namespace {
     rec.links = 1
     if (!this.layer.view.entries.has(key)) rec.n = 1
     this.layer.setHead(key, rec)
-    const name: NameEntry = { t: 'h', ino: rec.ino }
+    const name: HardLinkEntry = { t: 'h', ino: rec.ino }
     if (own && own.n === 1) name.n = 1 // src itself is still new this turn
     this.layer.setHead(src, name)
     this.layer.moveNode(src, key, rec)

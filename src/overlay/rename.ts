@@ -1,7 +1,7 @@
 // rename(2) and renameat2(2). Open files follow their names: path-keyed nodes move with the
 // path (and with every path below a moved directory); a linked file's node stays with its inode.
 import { fsError } from '../errors.js'
-import { cloneEntry, inoOfKey, isInoKey, type DirEntry, type LiveEntry, type NameEntry } from '../store/entries.js'
+import { cloneEntry, inoOfKey, isInoKey, type DirEntry, type LiveEntry, type HardLinkEntry } from '../store/entries.js'
 import { metaOf } from './attr.js'
 import type { HeadLayer } from './head-layer.js'
 import type { OverlayHooks } from './hooks.js'
@@ -66,7 +66,7 @@ export class Renamer {
   }
 
   private renameLeaf (src: string, dst: string, rs: Resolved): void {
-    let moved: LiveEntry | NameEntry
+    let moved: LiveEntry | HardLinkEntry
     if (isInoKey(rs.key)) {
       // A name of a linked inode moves; the inode (its record) stays, with a new ctime.
       const rec = this.layer.headRecord(rs)

@@ -72,7 +72,7 @@ export interface DirEntry extends Meta {
   fresh?: 1
 }
 
-export interface LinkEntry extends Meta {
+export interface SymlinkEntry extends Meta {
   t: 'l'
   target: string
 }
@@ -89,15 +89,15 @@ export interface Whiteout {
   n?: 1
 }
 
-/** One name of an inode record (a hard link): the state is the record's, at inoKey(ino). */
-export interface NameEntry {
+/** A hard link: one name of an inode record, whose state is the record's, at inoKey(ino). */
+export interface HardLinkEntry {
   t: 'h'
   ino: number
   n?: 1
 }
 
-export type Entry = FileEntry | DirEntry | LinkEntry | NodeEntry | Whiteout | NameEntry
-export type LiveEntry = FileEntry | DirEntry | LinkEntry | NodeEntry
+export type Entry = FileEntry | DirEntry | SymlinkEntry | NodeEntry | Whiteout | HardLinkEntry
+export type LiveEntry = FileEntry | DirEntry | SymlinkEntry | NodeEntry
 
 /** The layer key of inode ino's record. Paths start with '/', so the two kinds of key never meet. */
 export function inoKey (ino: number): string {
