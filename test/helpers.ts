@@ -175,6 +175,18 @@ export function isMountedAt (dir: string): boolean {
 export const HANG_GUARD_MS = 120_000
 
 /**
+ * Wait until `ok()` holds — a state observed, not a time waited — checking every `every` ms;
+ * false only when HANG_GUARD_MS passed first (a hang: the caller fails the test then).
+ */
+export async function until (ok: () => boolean | Promise<boolean>, every = 50): Promise<boolean> {
+  for (const end = Date.now() + HANG_GUARD_MS; !await ok();) {
+    if (Date.now() > end) return false
+    await sleep(every)
+  }
+  return true
+}
+
+/**
  * Wait until process `pid` (not necessarily a child) has gone, however long that takes; false
  * only when HANG_GUARD_MS passed first (a hang).
  */
