@@ -6,7 +6,7 @@ import * as fs from 'node:fs'
 import { spawn, spawnSync } from 'node:child_process'
 import { join } from 'node:path'
 import { tmpdir } from 'node:os'
-import { CLI, fuseAvailable, manifest, sleep, workspace, type Env } from './helpers.js'
+import { CLI, fuseAvailable, manifest, until, workspace, type Env } from './helpers.js'
 
 /** cpfs run with its current directory at `cwd` (a subdirectory, say). */
 function cpfsIn (w: Env, cwd: string, ...args: string[]) {
@@ -239,7 +239,9 @@ if (fuseAvailable(t)) {
     t.equal(fromInside.stderr.split('\n').length, 2, 'in one line')
     const holder = spawn('bash', ['-c', 'exec sleep 60'], { cwd: join(w.ws, 'sub'), stdio: 'ignore' })
     t.teardown(() => { try { holder.kill('SIGKILL') } catch {} })
-    await sleep(300)
+    // The message names the holder by its command: wait until bash has become sleep.
+    const comm = (): string => { try { return fs.readFileSync(`/proc/${holder.pid}/comm`, 'utf8').trim() } catch { return '' } }
+    t.ok(await until(() => comm() === 'sleep'), 'the holder runs sleep, its cwd in the mount')
     const busy = w.cpfs('unmount', w.ws)
     t.equal(busy.code, 1)
     t.match(busy.stderr, new RegExp(`pid ${holder.pid} sleep \\(cwd ${w.ws}/sub\\)`), 'another process, by pid, command and cwd')

@@ -5,28 +5,33 @@
 import t from 'tap'
 import * as fs from 'node:fs'
 import { join } from 'node:path'
-import { CLI, daemonPid, fuseAvailable, isMountedAt, manifest, sleep, stopDaemon, workspace } from './helpers.js'
+import { CLI, HANG_GUARD_MS, daemonPid, exited, fuseAvailable, isMountedAt, manifest, stopDaemon, until, workspace } from './helpers.js'
 
 const TREE = 'mkdir -p a/b && echo 1 > a/b/one && echo 2 > a/two && echo top > top && ln -s top link'
 
 async function kill9 (home: string): Promise<void> {
   const pid = daemonPid(home)
   process.kill(pid, 'SIGKILL')
-  for (let i = 0; i < 100; i++) {
-    try { process.kill(pid, 0) } catch { return }
-    await sleep(20)
-  }
+  if (!await exited(pid)) throw new Error(`the daemon ${pid} is still there ${HANG_GUARD_MS / 1000} s after SIGKILL`)
 }
 
+// The writer keeps synced.txt open until the daemon is gone (fstat fails once it is killed),
+// so that only its fsync, never its close, can have made the data durable, however long the
+// test takes to get there. The shell waits for the flag, or fails if the writer died first.
 const FSYNC_WRITER = `python3 - >/dev/null 2>&1 <<'EOF' &
 import os, time
 fd = os.open('synced.txt', os.O_CREAT | os.O_WRONLY, 0o644)
 os.write(fd, b'durable\\n')
 os.fsync(fd)
 open('fsynced.flag', 'w').close()
-time.sleep(30)
+while True:
+    time.sleep(0.1)
+    try:
+        os.fstat(fd)
+    except OSError:
+        break
 EOF
-for i in $(seq 1 100); do [ -e fsynced.flag ] && break; sleep 0.05; done`
+while [ ! -e fsynced.flag ]; do kill -0 $! || exit 1; sleep 0.05; done`
 
 if (fuseAvailable(t)) {
   t.test('fsync and turn survive kill -9; remount recovers the head view', async t => {
@@ -107,8 +112,7 @@ if (fuseAvailable(t)) {
     w.ok('mount', w.ws)
     w.run(`python3 -c "import os; fd = os.open('big', os.O_WRONLY); os.pwrite(fd, b'MOUNT', 0); os.close(fd)"`)
     w.ok('turn', w.ws)
-    for (let i = 0; i < 200 && JSON.parse(w.ok('status', w.ws, '--json')).capturing; i++) await sleep(50)
-    t.notOk(JSON.parse(w.ok('status', w.ws, '--json')).capturing, 'the background capture finished')
+    t.ok(await until(() => !JSON.parse(w.ok('status', w.ws, '--json')).capturing), 'the background capture finished')
     await kill9(w.home)
     w.run(`umount -l ${w.ws}`)
     w.run(`python3 -c "open('big', 'wb').write(b'B' * 2097152)"`) // someone edits the real file

@@ -5,7 +5,7 @@ import t from 'tap'
 import * as fs from 'node:fs'
 import { spawn, spawnSync } from 'node:child_process'
 import { join } from 'node:path'
-import { CLI, ROOT, fuseAvailable, sleep, workspace } from './helpers.js'
+import { CLI, ROOT, fuseAvailable, until, workspace } from './helpers.js'
 
 const SCRIPT = join(ROOT, 'scripts', 'ci-agent.sh')
 
@@ -62,8 +62,7 @@ if (fuseAvailable(t)) {
     const ready = join(w.home, '..', 'ready')
     const env = { ...w.env, PATH: `${shim(join(w.home, '..'))}:${process.env.PATH}`, CPFS_WORKSPACE: w.ws, CPFS_ARTIFACTS: art }
     const child = spawn('unshare', ['-m', '--propagation', 'private', SCRIPT, `echo partial > partial; sleep 612 & touch ${ready}; sleep 612; echo never > never`], { env, stdio: 'ignore' })
-    for (let i = 0; i < 600 && !fs.existsSync(ready); i++) await sleep(50)
-    t.ok(fs.existsSync(ready), 'the command runs')
+    t.ok(await until(() => fs.existsSync(ready)), 'the command runs')
     process.kill(child.pid!, 'SIGTERM')
     const code = await new Promise<number | null>(resolve => child.once('exit', resolve))
     t.equal(code, 143, '128 + SIGTERM')
@@ -88,7 +87,9 @@ if (fuseAvailable(t)) {
     fs.mkdirSync(sync)
     const step = (n: string) => `touch ${sync}/done-${n}; while [ ! -e ${sync}/go-${n} ]; do sleep 0.05; done`
     const child = spawn('unshare', ['-m', '--propagation', 'private', SCRIPT, 'bash', '-c', `echo a > a; ${step('a')}; echo b > b; ${step('b')}; echo c > c`], { env, stdio: 'ignore' })
-    const until = async (f: string) => { for (let i = 0; i < 200 && !fs.existsSync(join(sync, f)); i++) await sleep(50) }
+    // Each wait is for a state (a file, a turn), however long it takes; only a hang ends it
+    // without it, and the assertions after it fail.
+    const untilFile = async (f: string) => { await until(() => fs.existsSync(join(sync, f))) }
     // unshare execs the script: same pid.
     const pid = child.pid!
     // The trap runs `cpfs turn`: step on once the daemon reports the new turn (not after a
@@ -98,12 +99,12 @@ if (fuseAvailable(t)) {
       const r = spawnSync('nsenter', ['-t', String(pid), '-m', process.execPath, CLI, 'log', w.ws, '--json'], { env, encoding: 'utf8' })
       return r.status === 0 ? JSON.parse(r.stdout).length : 0
     }
-    const untilTurns = async (n: number) => { for (let i = 0; i < 600 && turns() < n; i++) await sleep(50) }
-    await until('done-a')
+    const untilTurns = async (n: number) => { await until(() => turns() >= n) }
+    await untilFile('done-a')
     process.kill(pid, 'SIGUSR1')
     await untilTurns(2)
     fs.writeFileSync(join(sync, 'go-a'), '')
-    await until('done-b')
+    await untilFile('done-b')
     process.kill(pid, 'SIGUSR1')
     await untilTurns(3)
     fs.writeFileSync(join(sync, 'go-b'), '')

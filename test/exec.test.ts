@@ -4,7 +4,7 @@ import t from 'tap'
 import * as fs from 'node:fs'
 import { spawn } from 'node:child_process'
 import { join } from 'node:path'
-import { CLI, fuseAvailable, isMountedAt, manifest, sleep, workspace } from './helpers.js'
+import { CLI, fuseAvailable, isMountedAt, manifest, until, workspace } from './helpers.js'
 
 const TREE = 'echo base > base.txt && mkdir src && echo code > src/code.c'
 
@@ -50,11 +50,7 @@ if (fuseAvailable(t)) {
   t.test('a signal reaches the command and the mount is cleaned up', async t => {
     const w = workspace(t, TREE)
     const child = spawn(process.execPath, [CLI, 'exec', w.ws, '--', 'bash', '-c', 'trap "echo got-term > term.txt; exit 143" TERM; echo started > started.txt; while true; do sleep 0.1; done'], { env: w.env, stdio: 'ignore' })
-    for (let i = 0; i < 100 && !isMountedAt(w.ws); i++) await sleep(50)
-    for (let i = 0; i < 100; i++) {
-      if (w.sh('test -e started.txt').code === 0) break
-      await sleep(50)
-    }
+    t.ok(await until(() => w.sh('test -e started.txt').code === 0), 'the command has started in the mount')
     child.kill('SIGTERM')
     const code = await new Promise<number | null>(resolve => child.once('exit', resolve))
     t.equal(code, 143, 'exec exits with the command\'s code')
@@ -64,13 +60,17 @@ if (fuseAvailable(t)) {
 
   t.test('two sandboxed agents on one checkout at once, each seeing only its own writes', async t => {
     const w = workspace(t, TREE)
-    // a writes at once and looks after b has written; b writes 0.3 s later, looks at once, and
-    // stays until a has looked (each applies its result to the real directory when it ends).
-    const agent = (name: string, look: number, stay: number) => spawn(process.execPath, [CLI, 'exec', w.ws, '--sandbox', '--', 'bash', '-c',
-      `echo ${name} > ${name}.txt; sleep ${look}; ls > /tmp/seen-by-${name}-${process.pid}; sleep ${stay}`], { env: w.env, stdio: ['ignore', 'pipe', 'pipe'] })
-    const a = agent('a', 2, 0)
-    await sleep(300)
-    const b = agent('b', 0, 3)
+    // a writes, then looks once b has written; b starts once a has written, writes, looks at
+    // once, and stays until a has looked (each applies its result to the real directory when
+    // it ends). Each step waits for the other's flag file (outside the workspace), not for a
+    // time; `hold` gives up after about 120 s only if the other never gets there (a hang).
+    const sync = join(w.ws, '..', 'sync')
+    fs.mkdirSync(sync)
+    const hold = (flag: string) => `for i in $(seq 2400); do [ -e ${sync}/${flag} ] && break; sleep 0.05; done; [ -e ${sync}/${flag} ] || { echo "hung waiting for ${flag}" >&2; exit 1; }`
+    const agent = (name: string, script: string) => spawn(process.execPath, [CLI, 'exec', w.ws, '--sandbox', '--', 'bash', '-c', script], { env: w.env, stdio: ['ignore', 'pipe', 'pipe'] })
+    const a = agent('a', `echo a > a.txt; touch ${sync}/a-wrote; ${hold('b-wrote')}; ls > /tmp/seen-by-a-${process.pid}; touch ${sync}/a-looked`)
+    t.ok(await until(() => fs.existsSync(join(sync, 'a-wrote'))), 'agent a has written')
+    const b = agent('b', `echo b > b.txt; touch ${sync}/b-wrote; ls > /tmp/seen-by-b-${process.pid}; ${hold('a-looked')}`)
     const [ca, cb] = await Promise.all([a, b].map(c => new Promise<number | null>(resolve => c.once('exit', resolve))))
     t.equal(ca, 0, 'agent a succeeded')
     t.equal(cb, 0, 'agent b succeeded')

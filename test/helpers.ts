@@ -168,17 +168,53 @@ export function isMountedAt (dir: string): boolean {
 }
 
 /**
+ * How long a wait for something that must happen (a process exits, a state is reached) may
+ * last before the test calls it a hang. It is a guard, not a threshold: nothing is expected to
+ * come near it, however loaded the machine, and reaching it fails the test loudly.
+ */
+export const HANG_GUARD_MS = 120_000
+
+/**
+ * Wait until `ok()` holds — a state observed, not a time waited — checking every `every` ms;
+ * false only when HANG_GUARD_MS passed first (a hang: the caller fails the test then).
+ */
+export async function until (ok: () => boolean | Promise<boolean>, every = 50): Promise<boolean> {
+  for (const end = Date.now() + HANG_GUARD_MS; !await ok();) {
+    if (Date.now() > end) return false
+    await sleep(every)
+  }
+  return true
+}
+
+/**
+ * Wait until process `pid` (not necessarily a child) has gone, however long that takes; false
+ * only when HANG_GUARD_MS passed first (a hang).
+ */
+export async function exited (pid: number, guardMs = HANG_GUARD_MS): Promise<boolean> {
+  for (const end = Date.now() + guardMs; Date.now() < end;) {
+    try {
+      process.kill(pid, 0)
+    } catch {
+      return true
+    }
+    await sleep(50)
+  }
+  try {
+    process.kill(pid, 0)
+    return false
+  } catch {
+    return true
+  }
+}
+
+/**
  * Stop the daemon the way SIGTERM does: unmounted, nothing applied, nothing discarded — the
  * turns stay pending, for tests of plans run offline by the next command.
  */
 export async function stopDaemon (home: string, ws: string): Promise<void> {
   const pid = daemonPid(home)
   process.kill(pid, 'SIGTERM')
-  for (let i = 0; i < 200; i++) {
-    let alive = true
-    try { process.kill(pid, 0) } catch { alive = false }
-    if (!alive && !isMountedAt(ws)) return
-    await sleep(50)
-  }
-  throw new Error(`the daemon ${pid} did not stop on SIGTERM`)
+  if (!await exited(pid)) throw new Error(`the daemon ${pid} did not stop on SIGTERM (hung: still there after ${HANG_GUARD_MS / 1000} s)`)
+  // Its mount goes before it exits (it unmounts, then releases the store).
+  if (isMountedAt(ws)) throw new Error(`the daemon ${pid} exited on SIGTERM and left its mount at ${ws}`)
 }

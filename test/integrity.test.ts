@@ -8,7 +8,7 @@ import { createHash, randomBytes } from 'node:crypto'
 import * as fs from 'node:fs'
 import { join } from 'node:path'
 import { spawnSync } from 'node:child_process'
-import { daemonPid, fuseAvailable, manifest, sleep, stopDaemon, workspace, type Env } from './helpers.js'
+import { HANG_GUARD_MS, daemonPid, exited, fuseAvailable, manifest, stopDaemon, workspace, type Env } from './helpers.js'
 import type { Test } from 'tap'
 
 const MARK = 'CPFS-INTEGRITY-MARK-7f3a9c'
@@ -65,10 +65,7 @@ function walRecords (file: string): number[] {
 async function crash (w: Env): Promise<void> {
   const pid = daemonPid(w.home)
   process.kill(pid, 'SIGKILL')
-  for (let i = 0; i < 100; i++) {
-    try { process.kill(pid, 0) } catch { break }
-    await sleep(20)
-  }
+  if (!await exited(pid)) throw new Error(`the daemon ${pid} is still there ${HANG_GUARD_MS / 1000} s after SIGKILL`)
   spawnSync('umount', ['-l', w.ws])
 }
 

@@ -25,6 +25,7 @@ import { join } from 'node:path'
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process'
 import { createHook, executionAsyncId } from 'node:async_hooks'
 import * as N from '../dist/native/index.js'
+import { HANG_GUARD_MS } from './helpers.js'
 
 const { native } = N
 const DIST = new URL('../dist/native/index.js', import.meta.url).href
@@ -214,18 +215,8 @@ if (canMount) {
     t.throws(() => native.fsetxattr(fd, 'user.a', Buffer.from('x'), N.XATTR_CREATE), { code: 'EEXIST', syscall: 'fsetxattr' })
   })
 
-  t.test('makedev, major, minor and mknodat', async t => {
-    const nul = fs.statSync('/dev/null')
-    t.equal(native.makedev(1, 3), nul.rdev)
-    t.equal(native.major(nul.rdev), 1)
-    t.equal(native.minor(nul.rdev), 3)
-    for (const [ma, mi] of [[0, 0], [8, 17], [259, 1048575], [4095, 255], [1 << 20, 1 << 20]]) {
-      const dev = native.makedev(ma, mi)
-      t.same([native.major(dev), native.minor(dev)], [ma, mi], `${ma}:${mi} round-trips`)
-    }
-    t.throws(() => native.makedev(2 ** 32 - 1, 2 ** 32 - 1), { name: 'RangeError' }, 'beyond 2^53')
-    t.throws(() => native.makedev(2 ** 32, 0), { name: 'RangeError' })
-
+  t.test('mknodat', async t => {
+    const nul = fs.statSync('/dev/null').rdev
     const d = tmp(t)
     const dirFd = fs.openSync(d, 'r')
     t.teardown(() => fs.closeSync(dirFd))
@@ -233,10 +224,10 @@ if (canMount) {
     const st = fs.lstatSync(join(d, 'fifo'))
     t.ok(st.isFIFO())
     t.equal(st.mode & 0o777, 0o640 & ~process.umask())
-    native.mknodat(N.AT_FDCWD, join(d, 'null2'), N.S_IFCHR | 0o600, native.makedev(1, 3))
+    native.mknodat(N.AT_FDCWD, join(d, 'null2'), N.S_IFCHR | 0o600, nul)
     const cst = fs.lstatSync(join(d, 'null2'))
     t.ok(cst.isCharacterDevice())
-    t.equal(cst.rdev, native.makedev(1, 3))
+    t.equal(cst.rdev, nul, 'the device number of /dev/null')
     const pathFd = native.openDirBeneath(dirFd, '')
     native.mknodat(pathFd, 'reg', N.S_IFREG | 0o644, 0)
     fs.closeSync(pathFd)
@@ -317,27 +308,6 @@ if (canMount) {
     t.throws(() => native.fallocate(1 << 30, 0, 0, 1), { code: 'EBADF' })
   })
 
-  t.test('renameat2', async t => {
-    const d = tmp(t)
-    const dirFd = fs.openSync(d, 'r')
-    t.teardown(() => fs.closeSync(dirFd))
-    fs.writeFileSync(join(d, 'a'), 'A')
-    fs.writeFileSync(join(d, 'b'), 'B')
-    native.renameat2(dirFd, 'a', dirFd, 'c', 0)
-    t.notOk(fs.existsSync(join(d, 'a')))
-    t.equal(fs.readFileSync(join(d, 'c'), 'utf8'), 'A')
-    t.throws(() => native.renameat2(dirFd, 'c', dirFd, 'b', N.RENAME_NOREPLACE),
-      { code: 'EEXIST', syscall: 'renameat2', path: 'c', dest: 'b', message: 'EEXIST: renameat2 failed: c -> b' })
-    t.equal(fs.readFileSync(join(d, 'b'), 'utf8'), 'B', 'NOREPLACE left b alone')
-    const sub = native.openDirBeneath(dirFd, '')
-    native.renameat2(sub, 'c', N.AT_FDCWD, join(d, 'b'), N.RENAME_EXCHANGE)
-    fs.closeSync(sub)
-    t.equal(fs.readFileSync(join(d, 'b'), 'utf8'), 'A', 'EXCHANGE swapped (an O_PATH dirFd and AT_FDCWD)')
-    t.equal(fs.readFileSync(join(d, 'c'), 'utf8'), 'B')
-    t.throws(() => native.renameat2(dirFd, 'missing', dirFd, 'b', N.RENAME_EXCHANGE), { code: 'ENOENT' })
-    t.throws(() => native.renameat2(dirFd, 'b', dirFd, 'c', N.RENAME_EXCHANGE | N.RENAME_NOREPLACE), { code: 'EINVAL' })
-  })
-
   t.test('syncfs', async t => {
     const d = tmp(t)
     const fd = fs.openSync(join(d, 'f'), 'w')
@@ -347,28 +317,6 @@ if (canMount) {
     const pathFd = native.openDirBeneath(N.AT_FDCWD, '.')
     t.throws(() => native.syncfs(pathFd), { code: 'EBADF', syscall: 'syncfs' }, 'not on an O_PATH fd')
     fs.closeSync(pathFd)
-  })
-
-  t.test('fchownat', async t => {
-    const d = tmp(t)
-    const f = join(d, 'f')
-    const link = join(d, 'link')
-    fs.writeFileSync(f, 'x')
-    fs.symlinkSync('f', link)
-    native.fchownat(N.AT_FDCWD, f, 1234, 5678, 0)
-    t.match(fs.statSync(f), { uid: 1234, gid: 5678 })
-    native.fchownat(N.AT_FDCWD, f, -1, 4321, 0)
-    t.match(fs.statSync(f), { uid: 1234, gid: 4321 }, '-1 leaves the uid')
-    native.fchownat(N.AT_FDCWD, link, 77, 88, N.AT_SYMLINK_NOFOLLOW)
-    t.match(fs.lstatSync(link), { uid: 77, gid: 88 }, 'the link itself')
-    t.match(fs.statSync(f), { uid: 1234, gid: 4321 }, 'not its target')
-    const root = fs.openSync(d, 'r')
-    const pathFd = native.openDirBeneath(root, '')
-    fs.closeSync(root)
-    native.fchownat(pathFd, '', 42, 43, N.AT_EMPTY_PATH)
-    fs.closeSync(pathFd)
-    t.match(fs.statSync(d), { uid: 42, gid: 43 }, "AT_EMPTY_PATH on an O_PATH fd")
-    t.throws(() => native.fchownat(N.AT_FDCWD, join(d, 'missing'), 0, 0, 0), { code: 'ENOENT', syscall: 'fchownat' })
   })
 
   t.test('pollStart runs its callback in a callback scope', async t => {
@@ -395,7 +343,7 @@ if (canMount) {
     await sleep(20)
     t.same(order, [], 'nothing to read yet')
     fs.writeSync(fd, 'x')
-    await sleep(50)
+    await until('poll callback and the immediate it queued', () => order.includes('immediate'))
     t.equal(status, 0)
     t.same(order, ['callback', 'nextTick', 'promise', 'immediate'], 'ticks and microtasks run right after the callback')
     t.equal(types.get(asyncId), 'cpfs:fusePoll', 'inside the poll handle\'s own async context')
@@ -451,7 +399,6 @@ if (canMount) {
   const OP_OPENDIR = 27
   const FUSE_INIT_EXT = 1 << 30
   const FUSE_PARALLEL_DIROPS = 1 << 18
-  const FUSE_PASSTHROUGH_FLAGS2 = 1 << 5 // FUSE_PASSTHROUGH is bit 37: bit 5 of flags2
   const MAX_WRITE = 131072
   // The kernel refuses reads smaller than max(8192, in_header + write_in + max_write).
   const MIN_READ = 40 + 40 + MAX_WRITE
@@ -518,9 +465,10 @@ if (canMount) {
     return { fd, dir, buf: Buffer.alloc(4 * MIN_READ) }
   }
 
-  async function until (what: string, ok: () => boolean, ms = 5000): Promise<void> {
-    for (const end = Date.now() + ms; !ok();) {
-      if (Date.now() > end) throw new Error(`timed out waiting for ${what}`)
+  /** Waits for a state, however long it takes; only a hang (HANG_GUARD_MS) fails, loudly. */
+  async function until (what: string, ok: () => boolean): Promise<void> {
+    for (const end = Date.now() + HANG_GUARD_MS; !ok();) {
+      if (Date.now() > end) throw new Error(`hung: no ${what} after ${HANG_GUARD_MS / 1000} s`)
       await sleep(5)
     }
   }
@@ -563,7 +511,6 @@ if (canMount) {
     t.equal(native.readBatch(fd, buf, 8192, 4), 0, 'nothing more until INIT is answered')
     t.equal(native.readBatch(fd, buf, 8192, 4, 200), 0, 'also after spinning 200 µs for one')
     t.throws(() => native.readBatch(fd, buf, 8192, 4, -1), RangeError, 'spinUs must not be negative')
-    t.throws(() => native.backingOpen(fd, 0), { code: 'EPERM', syscall: 'ioctl' }, 'no backing files before passthrough is negotiated')
 
     native.umount2(dir, N.MNT_DETACH)
     t.notOk(mountLine(dir), 'unmounted')
@@ -595,8 +542,7 @@ if (canMount) {
     const { fd, dir, buf } = mount(t)
     t.equal(await readSome(fd, buf), 1)
     const init = header(buf, 0)
-    const offered = { flags: buf.readUInt32LE(52), flags2: buf.readUInt32LE(56) }
-    replyInit(fd, init.unique, buf.readUInt32LE(44), FUSE_PARALLEL_DIROPS, offered.flags2 & FUSE_PASSTHROUGH_FLAGS2)
+    replyInit(fd, init.unique, buf.readUInt32LE(44), FUSE_PARALLEL_DIROPS, 0)
     t.throws(() => native.readBatch(fd, Buffer.alloc(MIN_READ - 8), 8192, 4), { code: 'EINVAL' },
       'a read smaller than 80 + max_write is refused by the kernel')
 
@@ -633,21 +579,6 @@ if (canMount) {
       reply(fd, h.unique, -2) // ENOENT
     }
     await Promise.all(exited)
-
-    const skip = !(offered.flags2 & FUSE_PASSTHROUGH_FLAGS2) && 'this kernel does not offer FUSE_PASSTHROUGH'
-    await t.test('backing files, passthrough having been negotiated', { skip }, async t => {
-      const d = tmp(t)
-      const file = fs.openSync(join(d, 'backing'), 'w+')
-      t.teardown(() => fs.closeSync(file))
-      const id = native.backingOpen(fd, file)
-      t.ok(id > 0, `backing id ${id}`)
-      const id2 = native.backingOpen(fd, file)
-      t.not(id2, id, 'each open is a new id')
-      native.backingClose(fd, id)
-      native.backingClose(fd, id2)
-      t.throws(() => native.backingClose(fd, id), { code: 'ENOENT', syscall: 'ioctl' }, 'closed ids are gone')
-      t.throws(() => native.backingOpen(fd, 1 << 30), { code: 'EBADF' })
-    })
   })
 
   t.test('a lazy unmount waits for the last open file; a plain one is refused', async t => {
@@ -705,7 +636,12 @@ if mode == 'send':
 `
 
   const py = python()
-  t.test('fusermountOpen with stand-in fusermount programs', { skip: !py && 'python3 is needed for the stand-in fusermount' }, async t => {
+  // CI installs python3 (.ci/run): there a missing python3 is a failure, not a skip.
+  if (!py) {
+    if (process.env.CI) t.fail('python3 is missing: CI must install it (.ci/run)')
+    else process.stderr.write('\n!!! SKIPPING the stand-in fusermount tests: python3 is not installed\n\n')
+  }
+  t.test('fusermountOpen with stand-in fusermount programs', { skip: !py && 'SKIPPED LOUDLY: python3 is needed for the stand-in fusermount' }, async t => {
     if (!py) return
     const d = tmp(t)
     const saved = { ...process.env }

@@ -7,10 +7,13 @@ import { spawn, spawnSync } from 'node:child_process'
 import { join } from 'node:path'
 import { CLI, fuseAvailable, manifest, sleep, workspace } from './helpers.js'
 
-function tool (t: any, name: string): boolean {
+function tool (t: any, name: string, pkg = 'attr acl'): boolean {
   if (spawnSync('sh', ['-c', `command -v ${name}`]).status === 0) return true
-  if (process.env.CI) t.fail(`${name} is missing (.ci/run installs it: apt-get install attr acl)`)
-  else t.skip(`SKIPPED LOUDLY: ${name} is not installed (apt-get install attr acl)`)
+  if (process.env.CI) t.fail(`${name} is missing (.ci/run installs it: apt-get install ${pkg})`)
+  else {
+    process.stderr.write(`\n!!! SKIPPING: ${name} is not installed (apt-get install ${pkg})\n\n`)
+    t.skip(`SKIPPED LOUDLY: ${name} is not installed (apt-get install ${pkg})`)
+  }
   return false
 }
 
@@ -212,20 +215,39 @@ print(open('deep.txt').read())
     w.ok('mount', w.ws)
     // One process, so that the unlink comes within microseconds of the write (before the
     // daemon's next full batch) and the close before the unlink's batch reaches LevelDB.
+    // The fsync of a returns once a's batch is in LevelDB (a synced batch on the daemon's
+    // ordered chain), which is what b's write must find; the fsync of the directory at the end
+    // is a batch after every unlink's, so their frees are in LevelDB when it returns.
     w.run(`node -e '
       const fs = require("fs")
       for (let i = 0; i < 20; i++) {
         fs.writeFileSync("b" + i, "y")
-        fs.writeFileSync("a" + i, "x" + i)
-        const until = Date.now() + 30; while (Date.now() < until) {} // the batch of a lands in LevelDB
+        const fa = fs.openSync("a" + i, "w")
+        fs.writeSync(fa, "x" + i)
+        fs.fsyncSync(fa)
+        fs.closeSync(fa)
         const fd = fs.openSync("b" + i, "r+")
         fs.writeSync(fd, "x" + i, 0)
         fs.unlinkSync("a" + i)
         fs.closeSync(fd)
-      }'`)
-    await sleep(200) // the frees reach LevelDB
-    // Read from the store, not from the kernel's page cache, which still holds what was written.
-    fs.writeFileSync('/proc/sys/vm/drop_caches', '3')
+      }
+      const dir = fs.openSync(".", "r")
+      fs.fsyncSync(dir)
+      fs.closeSync(dir)'`)
+    // Read from the store, not from the kernel's page cache, which still holds what was
+    // written: these files' pages only are dropped (not the host's whole cache), and fincore
+    // shows that none is left.
+    const names = Array.from({ length: 20 }, (_, i) => `b${i}`)
+    w.run(`python3 -c '
+import os, sys
+for name in sys.argv[1:]:
+    fd = os.open(name, os.O_RDONLY)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    os.close(fd)' ${names.join(' ')}`)
+    if (tool(t, 'fincore', 'util-linux')) {
+      const cached = w.run(`fincore --bytes --noheadings --output RES,FILE ${names.join(' ')}`).split('\n').filter(l => l.trim() && !/^\s*0\s/.test(l))
+      t.same(cached, [], 'none of the files is in the page cache')
+    }
     const read = () => Array.from({ length: 20 }, (_, i) => w.sh(`cat b${i}`)).map((r, i) => r.code === 0 && r.stdout === `x${i}` ? '' : `b${i}: ${r.stdout} ${r.stderr.trim()}`).filter(Boolean)
     t.same(read(), [], 'every file reads back its bytes')
     const u = w.cpfs('unmount', w.ws)

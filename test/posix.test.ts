@@ -153,20 +153,38 @@ if (fuseAvailable(t)) {
   t.test('an open file keeps its content after its name is removed or renamed over (written in this turn, store batches in between)', async t => {
     const w = workspace(t, 'echo lower > lower.txt')
     w.ok('mount', w.ws)
-    // Each case: open, make the name go away, let the daemon write its batch (sync), drop the
-    // kernel's page cache (so the read reaches the daemon), then read through the open descriptor.
+    // Each case: open, make the name go away, let the daemon write its batch (fsync: every
+    // pending change, in a synced batch), drop this file's pages from the kernel's page cache
+    // (so the read reaches the daemon; only this file's, not the host's whole cache) and count
+    // what is left of them (mincore: 0), then read through the open descriptor.
     const out = w.run(`python3 - <<'PY'
-import os
-def drop():
-    os.sync()
-    with open('/proc/sys/vm/drop_caches', 'w') as f: f.write('3')
+import ctypes, mmap, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+def cached(fd):
+    size = os.fstat(fd).st_size
+    if size == 0: return 0
+    p = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+    if p in (None, ctypes.c_void_p(-1).value): raise OSError(ctypes.get_errno(), 'mmap')
+    vec = (ctypes.c_ubyte * ((size + mmap.PAGESIZE - 1) // mmap.PAGESIZE))()
+    r = libc.mincore(p, size, vec)
+    libc.munmap(p, size)
+    if r != 0: raise OSError(ctypes.get_errno(), 'mincore')
+    return sum(b & 1 for b in vec)
+def drop(fd):
+    os.fsync(fd)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    return cached(fd)
 def case(name, setup):
     fd = setup()
-    drop()
+    left = drop(fd)
     os.lseek(fd, 0, 0)
     data = os.read(fd, 100)
     os.close(fd)
-    print(name, data.decode().split()[0] if data else 'EMPTY')
+    print(name, data.decode().split()[0] if data else 'EMPTY', 'pages-cached', left)
 def unlinked():
     open('b', 'w').write('data-b\\n'); fd = os.open('b', os.O_RDONLY); os.unlink('b'); return fd
 def renamed_over():
@@ -180,7 +198,7 @@ case('renamed-over', renamed_over)
 case('temp-file', temp_file)
 case('big-unlinked', truncated)
 PY`)
-    t.equal(out, 'unlinked data-b\nrenamed-over two\ntemp-file tmp\nbig-unlinked big\n', 'every reader gets the content it opened')
+    t.equal(out, 'unlinked data-b pages-cached 0\nrenamed-over two pages-cached 0\ntemp-file tmp pages-cached 0\nbig-unlinked big pages-cached 0\n', 'every reader gets the content it opened, read from the daemon (none of it cached by the kernel)')
     t.equal(w.run('cat a2'), 'one\n', 'and the new name has the new content')
     t.equal(w.sh('ls b t c').code, 2, 'the removed names are gone')
     w.ok('unmount', w.ws)

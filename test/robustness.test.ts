@@ -6,7 +6,7 @@ import * as fs from 'node:fs'
 import { spawn, spawnSync } from 'node:child_process'
 import { dirname, join } from 'node:path'
 import { fileURLToPath } from 'node:url'
-import { daemonPid, fuseAvailable, isMountedAt, sleep, workspace } from './helpers.js'
+import { HANG_GUARD_MS, daemonPid, exited, fuseAvailable, isMountedAt, workspace, type Env } from './helpers.js'
 
 const STRESS = join(dirname(fileURLToPath(import.meta.url)), 'stress.py')
 const STRESS_SECONDS = Number(process.env.CPFS_STRESS_SECONDS ?? 20)
@@ -20,12 +20,48 @@ function alive (pid: number): boolean {
   }
 }
 
-async function gone (pid: number, ms: number): Promise<boolean> {
-  for (let waited = 0; waited < ms; waited += 50) {
-    if (!alive(pid)) return true
-    await sleep(50)
+/** The daemon log of the workspace's one session directory (it grows across mounts). */
+function daemonLog (w: Env): string {
+  const dir = fs.readdirSync(w.home).find(d => d.startsWith('ws-'))
+  return dir ? fs.readFileSync(join(w.home, dir, 'daemon.log'), 'utf8') : ''
+}
+
+/**
+ * The daemon ended by itself, cleanly: the process is gone (however long that took; only a
+ * hang of HANG_GUARD_MS fails), and what it wrote to its log since `from` says why it ended and
+ * no failed shutdown. Timings of a stop belong in bench/, not here.
+ */
+async function endedCleanly (t: any, w: Env, pid: number, from: number, why: RegExp, what: string): Promise<void> {
+  t.ok(await exited(pid), `${what}: the daemon exits by itself (${HANG_GUARD_MS / 1000} s would be a hang)`)
+  const said = daemonLog(w).slice(from)
+  t.match(said, why, `${what}: the daemon's log says why it ended`)
+  t.notMatch(said, /cannot shut down cleanly|uncaught|unhandled/, `${what}: and that it shut down cleanly`)
+}
+
+/** Where a process's descriptor `fd` points ('' when it has none, or the process is gone). */
+function fdTarget (pid: number, fd: number): string {
+  try {
+    return fs.readlinkSync(`/proc/${pid}/fd/${fd}`)
+  } catch {
+    return ''
   }
-  return !alive(pid)
+}
+
+function cwdOf (pid: number): string {
+  try {
+    return fs.readlinkSync(`/proc/${pid}/cwd`)
+  } catch {
+    return ''
+  }
+}
+
+/** Wait until `ok()` holds (a state observed, not a time waited); false only on a hang. */
+async function until (ok: () => boolean): Promise<boolean> {
+  for (const end = Date.now() + HANG_GUARD_MS; !ok();) {
+    if (Date.now() > end) return false
+    await new Promise(resolve => setTimeout(resolve, 20))
+  }
+  return true
 }
 
 function rssKiB (pid: number): number {
@@ -128,20 +164,23 @@ print(d, os.lseek(fd, d, os.SEEK_HOLE))
     w.ok('mount', w.ws)
     w.run('echo one > one.txt')
     let pid = daemonPid(w.home)
+    let from = daemonLog(w).length
     t.equal(spawnSync('umount', ['-l', w.ws]).status, 0)
-    t.ok(await gone(pid, 10000), 'umount -l: the daemon exits by itself')
+    await endedCleanly(t, w, pid, from, /; saving the history and exiting/, 'umount -l')
     t.equal(JSON.parse(w.ok('status', w.ws, '--json')).pending, 1, 'the work is kept')
     w.ok('mount', w.ws)
     t.equal(w.run('cat one.txt'), 'one\n', 'and mount continues it')
     // A lazy unmount while a process holds a file open, then SIGTERM.
     pid = daemonPid(w.home)
-    const holder = spawn('bash', ['-c', `exec 3<${join(w.ws, 'a.txt')}; sleep 600`], { stdio: 'ignore' })
+    const held = join(w.ws, 'a.txt')
+    const holder = spawn('bash', ['-c', `exec 3<${held}; sleep 600`], { stdio: 'ignore' })
     t.teardown(() => holder.kill('SIGKILL'))
-    await sleep(300)
+    t.ok(await until(() => fdTarget(holder.pid!, 3) === held), 'a process holds a file of the mount open')
     const fm = spawnSync('fusermount3', ['-u', '-z', w.ws]).status === 0 || spawnSync('umount', ['-l', w.ws]).status === 0
     t.ok(fm, 'lazily detached while busy')
+    from = daemonLog(w).length
     process.kill(pid, 'SIGTERM')
-    t.ok(await gone(pid, 10000), 'SIGTERM ends the daemon within seconds')
+    await endedCleanly(t, w, pid, from, /SIGTERM, unmounting without applying/, 'SIGTERM after a lazy unmount while busy')
     holder.kill('SIGKILL')
     const st = w.cpfs('status', w.ws)
     t.equal(st.code, 0, 'status works')
@@ -151,23 +190,26 @@ print(d, os.lseek(fd, d, os.SEEK_HOLE))
     pid = daemonPid(w.home)
     const inside = spawn('bash', ['-c', 'sleep 600'], { cwd: w.ws, stdio: 'ignore' })
     t.teardown(() => inside.kill('SIGKILL'))
-    await sleep(300)
+    t.ok(await until(() => cwdOf(inside.pid!) === w.ws), 'a process is inside the mount')
+    from = daemonLog(w).length
     process.kill(pid, 'SIGTERM')
-    t.ok(await gone(pid, 10000), 'SIGTERM with a busy mount still ends the daemon')
+    await endedCleanly(t, w, pid, from, /is busy; detaching it/, 'SIGTERM with a busy mount')
     t.notOk(isMountedAt(w.ws), 'and the busy mount is detached, not left stale')
     inside.kill('SIGKILL')
     // An administrator aborts the connection.
     w.ok('mount', w.ws)
     pid = daemonPid(w.home)
-    // The connection's directory (in fusectl, mounted here if it is not) is named after the
-    // mount's device minor number.
-    if (!fs.existsSync('/sys/fs/fuse/connections') || fs.readdirSync('/sys/fs/fuse/connections').length === 0) {
-      spawnSync('mount', ['-t', 'fusectl', 'none', '/sys/fs/fuse/connections'])
-    }
+    // The connection's directory in fusectl is named after the mount's device minor number.
+    // fusectl is mounted in a mount namespace of the abort's own, so that no mount of it is
+    // left on the host (it is one filesystem: every mount of it shows every connection).
     const dev = fs.statSync(w.ws).dev
     const minor = (dev & 0xff) | ((dev >> 12) & 0xfff00)
-    fs.writeFileSync(`/sys/fs/fuse/connections/${minor}/abort`, '1')
-    t.ok(await gone(pid, 10000), 'an aborted connection: the daemon exits')
+    const conn = '/sys/fs/fuse/connections'
+    from = daemonLog(w).length
+    const abort = spawnSync('unshare', ['-m', '--propagation', 'private', 'sh', '-euc',
+      `[ -e ${conn}/${minor} ] || mount -t fusectl none ${conn}; echo 1 > ${conn}/${minor}/abort`], { encoding: 'utf8' })
+    t.equal(abort.status, 0, `the connection is aborted through fusectl: ${abort.stderr.trim()}`)
+    await endedCleanly(t, w, pid, from, /; saving the history and exiting/, 'an aborted connection')
     const again = w.cpfs('mount', w.ws)
     t.equal(again.code, 0, `cpfs mount recovers: ${again.stderr.trim()}`)
     t.equal(w.run('cat one.txt'), 'one\n')

@@ -10,7 +10,7 @@ import t from 'tap'
 import * as fs from 'node:fs'
 import { join } from 'node:path'
 import { tmpdir } from 'node:os'
-import { daemonPid, fuseAvailable, manifest, sleep, workspace, isMountedAt, type ManifestEntry } from './helpers.js'
+import { daemonPid, fuseAvailable, manifest, until, workspace, isMountedAt, type ManifestEntry } from './helpers.js'
 import { LOWER, LOWER_LINKED, errCode, makeOp, prng } from './model-ops.js'
 
 const SEQUENCES = Number(process.env.CPFS_SESSIONS_SEQUENCES ?? 4)
@@ -208,10 +208,8 @@ if (fuseAvailable(t)) {
         } else {
           history.push('kill -9 the daemon, mount again')
           process.kill(daemonPid(w.home), 'SIGKILL')
-          for (let i = 0; i < 100; i++) {
-            try { fs.statSync(w.ws) } catch { break }
-            await sleep(20)
-          }
+          // The mount answers ENOTCONN once the daemon is gone (a hang guard, not a deadline).
+          await until(() => { try { fs.statSync(w.ws); return false } catch { return true } }, 20)
           const cur = manifest(model)
           w.ok('mount', w.ws)
           check('after kill -9 and remount the view is intact', manifest(w.ws), cur)

@@ -8,13 +8,14 @@ import { spawn } from 'node:child_process'
 import * as os from 'node:os'
 import * as N from '../dist/native/index.js'
 import { join } from 'node:path'
-import { CLI, fuseAvailable, sleep, workspace, type Env } from './helpers.js'
+import { CLI, fuseAvailable, until, workspace, type Env } from './helpers.js'
 
 /** A shell started in the workspace before the mount: it runs each script underneath the mount. */
 async function shellUnderneath (t: any, w: Env): Promise<{ pid: number, run: (script: string) => Promise<void> }> {
   const holder = spawn('bash', ['-c', 'while read -r line; do eval "$line"; echo done; done'], { cwd: w.ws, stdio: ['pipe', 'pipe', 'ignore'] })
   t.teardown(() => holder.kill('SIGKILL'))
-  await sleep(200)
+  const cwd = (): string => { try { return fs.readlinkSync(`/proc/${holder.pid}/cwd`) } catch { return '' } }
+  if (!await until(() => cwd() === w.ws)) throw new Error(`the shell underneath never had its cwd in ${w.ws}`)
   return {
     pid: holder.pid!,
     run: async (script: string) => {
@@ -30,29 +31,26 @@ function daemonLog (w: Env): string {
   return dir ? fs.readFileSync(join(w.home, dir), 'utf8') : ''
 }
 
+// The waits below are for a state (a record in the history, an event, a line in the log),
+// however long it takes; only a hang ends them without it, and the assertions after them fail.
+
 /** Who made a change is stored just after the change itself: wait for that record too. */
 async function untilAttributed (w: Env, path: string): Promise<any[]> {
-  for (let i = 0; i < 100; i++) {
-    const log = JSON.parse(w.ok('log', w.ws, '--json'))
-    if (log.some((l: any) => l.underneath?.first.some((u: any) => u.path === path))) return log
-    await sleep(100)
-  }
-  return JSON.parse(w.ok('log', w.ws, '--json'))
+  let log: any[] = []
+  await until(() => (log = JSON.parse(w.ok('log', w.ws, '--json'))).some((l: any) => l.underneath?.first.some((u: any) => u.path === path)), 100)
+  return log
 }
 
 /** The watch records what it heard a moment after the change: wait until the history says so. */
 async function untilLogged (w: Env, path: string): Promise<any[]> {
-  for (let i = 0; i < 100; i++) {
-    const log = JSON.parse(w.ok('log', w.ws, '--json'))
-    if (JSON.stringify(log).includes(path)) return log
-    await sleep(100)
-  }
-  return JSON.parse(w.ok('log', w.ws, '--json'))
+  let log: any[] = []
+  await until(() => JSON.stringify(log = JSON.parse(w.ok('log', w.ws, '--json'))).includes(path), 100)
+  return log
 }
 
 /** Events until `done` says they are all there (the thread signals; JavaScript drains). */
 async function eventsUntil (done: () => boolean): Promise<void> {
-  for (let i = 0; i < 200 && !done(); i++) await sleep(25)
+  await until(done, 25)
 }
 
 if (process.getuid?.() === 0) {
@@ -197,7 +195,7 @@ if (fuseAvailable(t)) {
       w.ok('mount', w.ws)
       w.run('echo mine > f')
       await under.run('echo theirs > f')
-      for (let i = 0; i < 50 && !/f changed underneath/.test(daemonLog(w)); i++) await sleep(100)
+      await until(() => /f changed underneath/.test(daemonLog(w)), 100)
       t.match(daemonLog(w), /f changed underneath the mount by pid \d+ \(bash[^)]*\): the session changed it too/, 'the daemon log names the conflict')
       t.equal(w.run('cat f'), 'mine\n', 'the mount keeps its own version')
       const u = w.cpfs('unmount', w.ws)
@@ -216,7 +214,7 @@ if (fuseAvailable(t)) {
       w.run('echo mine > m.txt')
       // git checkout's way too: remove a file it never opened, write a new one in its place.
       await under.run('mv a.txt b.txt && mv d e && rm g.txt && echo new > g.txt')
-      for (let i = 0; i < 50 && !/e changed underneath/.test(daemonLog(w)); i++) await sleep(100)
+      await until(() => /e changed underneath/.test(daemonLog(w)), 100)
       const log = daemonLog(w)
       t.match(log, /a\.txt deleted underneath the mount by pid \d+ .*recorded in turn 1$/m, 'the move is recorded, its content kept')
       t.match(log, /b\.txt created underneath the mount by pid \d+ .*recorded in turn 1$/m)
@@ -238,7 +236,7 @@ if (fuseAvailable(t)) {
       const under = await shellUnderneath(t, w)
       w.ok('mount', w.ws)
       await under.run('echo tmp > t.tmp && rm t.tmp && rm old.txt')
-      for (let i = 0; i < 50 && !/old\.txt deleted/.test(daemonLog(w)); i++) await sleep(100)
+      await until(() => /old\.txt deleted/.test(daemonLog(w)), 100)
       const log = daemonLog(w)
       // rm may end before its command line is read: the pid is always there.
       t.match(log, /old\.txt deleted underneath the mount by pid \d+ \((rm old\.txt|ended before cpfs could read its command line)\).*its earlier content was not kept/, 'a delete with no open to hold is named, and the loss said')

@@ -6,7 +6,7 @@ import t from 'tap'
 import { spawn, spawnSync } from 'node:child_process'
 import * as fs from 'node:fs'
 import { join } from 'node:path'
-import { CLI, daemonPid, fuseAvailable, isMountedAt, sleep, workspace, type Env } from './helpers.js'
+import { CLI, daemonPid, fuseAvailable, isMountedAt, sleep, until, workspace, type Env } from './helpers.js'
 
 if (fuseAvailable(t)) {
   t.test('a disk filled by another process for a moment: writes, rm and turn work again once it is freed', async t => {
@@ -108,7 +108,9 @@ if (fuseAvailable(t)) {
     }
     // SIGTERM ends a command that waits for the stopped daemon, at once (not by its own timeout).
     const waiting = spawn(process.execPath, [CLI, 'status', w.ws], { env: w.env, stdio: 'ignore' })
-    await sleep(1000)
+    // It waits once it is connected to the daemon's control socket (its one socket).
+    const connected = (): boolean => { try { return fs.readdirSync(`/proc/${waiting.pid}/fd`).some(f => { try { return fs.readlinkSync(`/proc/${waiting.pid}/fd/${f}`).startsWith('socket:') } catch { return false } }) } catch { return false } }
+    t.ok(await until(connected), 'the command is connected to the stopped daemon, waiting')
     waiting.kill('SIGTERM')
     const guard = setTimeout(() => waiting.kill('SIGKILL'), 120_000) // a hang shows as SIGKILL
     const [code, signal] = await new Promise<[number | null, string | null]>(resolve => waiting.once('exit', (c, s) => resolve([c, s])))

@@ -6,7 +6,7 @@ import t from 'tap'
 import * as fs from 'node:fs'
 import { spawn, spawnSync } from 'node:child_process'
 import { join } from 'node:path'
-import { fuseAvailable, sleep, workspace } from './helpers.js'
+import { fuseAvailable, sleep, until, workspace } from './helpers.js'
 
 const TREE = 'echo keep > keep && echo one > mod && mkdir d && echo x > d/x'
 
@@ -20,12 +20,12 @@ function watchDirs (dirs: Record<string, string>) {
   }))
   return {
     seen,
-    /** Wait (up to 20 s: the touches follow the command's answer) until each wanted event came. */
+    /**
+     * Wait until each wanted event came (the touches follow the command's answer), however long
+     * that takes; only a hang ends the wait without them, and the assertions on `got` fail.
+     */
     async until (wanted: Array<[string, string]>): Promise<Seen[]> {
-      for (let i = 0; i < 400; i++) {
-        if (wanted.every(([e, n]) => seen.some(s => s.event === e && s.name === n))) break
-        await sleep(50)
-      }
+      await until(() => wanted.every(([e, n]) => seen.some(s => s.event === e && s.name === n)))
       const got = seen.splice(0)
       return got
     },
@@ -106,7 +106,7 @@ if (fuseAvailable(t)) {
     iw.stdout.on('data', (d) => { out += d })
     await new Promise<void>((resolve) => iw.stderr.on('data', (d) => { if (/established/.test(String(d))) resolve() }))
     w.ok('rewind', '1', w.ws)
-    for (let i = 0; i < 400 && !/CLOSE_WRITE\S* \S*mod/.test(out); i++) await sleep(50)
+    await until(() => /CLOSE_WRITE\S* \S*mod/.test(out))
     iw.kill()
     t.match(out, new RegExp(`DELETE ${w.ws}/added`), 'IN_DELETE for the removed file')
     t.match(out, new RegExp(`MODIFY ${w.ws}/mod`), 'IN_MODIFY for the changed file')

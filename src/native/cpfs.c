@@ -1,7 +1,7 @@
 // cpfs native addon: only the system calls Node cannot make (see src/native/index.ts and
 // native-bindings.md). Written from the man pages and the semantics of libfuse's
 // include/fuse_kernel.h. The FUSE protocol itself is spoken in TypeScript; this file only
-// mounts, reads batches of requests, watches the device and passes backing files.
+// mounts, reads batches of requests and watches the device.
 //
 // Conventions: every function validates its arguments (TypeError for a wrong type,
 // RangeError for an integer out of range) and every failing system call throws an Error whose
@@ -21,11 +21,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <sys/uio.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -76,9 +74,9 @@ static bool set_num (napi_env env, napi_value obj, const char *key, double n) {
   return set_prop(env, obj, key, v);
 }
 
-// Throws Error(message) with .code, .syscall, and .errno (-err) when err != 0, .path/.dest if given.
+// Throws Error(message) with .code, .syscall, and .errno (-err) when err != 0, .path if given.
 static napi_value throw_coded (napi_env env, const char *code, int err, const char *syscall,
-                               const char *message, const char *path, const char *dest) {
+                               const char *message, const char *path) {
   napi_value jcode, jmsg, e;
   TRY(napi_create_string_utf8(env, code, NAPI_AUTO_LENGTH, &jcode));
   TRY(napi_create_string_utf8(env, message, NAPI_AUTO_LENGTH, &jmsg));
@@ -86,25 +84,19 @@ static napi_value throw_coded (napi_env env, const char *code, int err, const ch
   if (err && !set_num(env, e, "errno", -err)) return NULL;
   if (!set_str(env, e, "syscall", syscall)) return NULL;
   if (path && !set_str(env, e, "path", path)) return NULL;
-  if (dest && !set_str(env, e, "dest", dest)) return NULL;
   TRY(napi_throw(env, e));
   return NULL;
 }
 
-// "<CODE>: <syscall> failed[: <path>[ -> <dest>]]"
-static napi_value throw_errno2 (napi_env env, int err, const char *syscall, const char *path, const char *dest) {
+// "<CODE>: <syscall> failed[: <path>]"
+static napi_value throw_errno (napi_env env, int err, const char *syscall, const char *path) {
   const char *code = strerrorname_np(err);
   AUTOFREE char *msg = NULL;
   if (!code) code = "UNKNOWN";
-  int n = dest ? asprintf(&msg, "%s: %s failed: %s -> %s", code, syscall, path, dest)
-        : path ? asprintf(&msg, "%s: %s failed: %s", code, syscall, path)
+  int n = path ? asprintf(&msg, "%s: %s failed: %s", code, syscall, path)
         : asprintf(&msg, "%s: %s failed", code, syscall);
   if (n < 0) { msg = NULL; napi_throw_error(env, code, "out of memory while reporting an error"); return NULL; }
-  return throw_coded(env, code, err, syscall, msg, path, dest);
-}
-
-static napi_value throw_errno (napi_env env, int err, const char *syscall, const char *path) {
-  return throw_errno2(env, err, syscall, path, NULL);
+  return throw_coded(env, code, err, syscall, msg, path);
 }
 
 // An argument problem: TypeError (ERR_INVALID_ARG_TYPE) or RangeError (ERR_OUT_OF_RANGE), as Node.
@@ -330,7 +322,7 @@ static int wait_child (pid_t pid, int *status) {
 static napi_value throw_fusermount (napi_env env, const char *prog, const char *why, const char *target) {
   AUTOFREE char *msg = NULL;
   if (asprintf(&msg, "EFUSERMOUNT: %s failed (%s): %s", prog, why, target) < 0) msg = NULL;
-  return throw_coded(env, "EFUSERMOUNT", 0, prog, msg ? msg : "EFUSERMOUNT: fusermount failed", target, NULL);
+  return throw_coded(env, "EFUSERMOUNT", 0, prog, msg ? msg : "EFUSERMOUNT: fusermount failed", target);
 }
 
 // Runs fusermount3 (or fusermount) -o options -- target, which opens /dev/fuse, mounts it and
@@ -581,44 +573,6 @@ static napi_value js_poll_stop (napi_env env, napi_callback_info info) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// FUSE device: passthrough backing files (protocol 7.40). Debian's <linux/fuse.h> predates
-// them, so the struct and the ioctl numbers are spelled out from fuse_kernel.h.
-
-struct cpfs_backing_map {
-  int32_t fd;
-  uint32_t flags;
-  uint64_t padding;
-};
-_Static_assert(sizeof(struct cpfs_backing_map) == 16, "struct fuse_backing_map is 16 bytes");
-
-#define CPFS_DEV_IOC_MAGIC 229
-#define CPFS_DEV_IOC_BACKING_OPEN _IOW(CPFS_DEV_IOC_MAGIC, 1, struct cpfs_backing_map)
-#define CPFS_DEV_IOC_BACKING_CLOSE _IOW(CPFS_DEV_IOC_MAGIC, 2, uint32_t)
-
-// backingOpen(fuseFd, fd) -> backing id
-static napi_value js_backing_open (napi_env env, napi_callback_info info) {
-  napi_value argv[2];
-  int fuse_fd, fd;
-  if (!get_args(env, info, 2, argv) || !arg_fd(env, argv[0], "fuseFd", &fuse_fd) ||
-      !arg_fd(env, argv[1], "fd", &fd)) return NULL;
-  struct cpfs_backing_map map = { .fd = fd, .flags = 0, .padding = 0 };
-  int id = ioctl(fuse_fd, CPFS_DEV_IOC_BACKING_OPEN, &map);
-  if (id < 0) return throw_errno(env, errno, "ioctl", NULL);
-  return number(env, id);
-}
-
-// backingClose(fuseFd, id)
-static napi_value js_backing_close (napi_env env, napi_callback_info info) {
-  napi_value argv[2];
-  int fuse_fd;
-  uint32_t id;
-  if (!get_args(env, info, 2, argv) || !arg_fd(env, argv[0], "fuseFd", &fuse_fd) ||
-      !arg_u32(env, argv[1], "id", &id)) return NULL;
-  if (ioctl(fuse_fd, CPFS_DEV_IOC_BACKING_CLOSE, &id) < 0) return throw_errno(env, errno, "ioctl", NULL);
-  return undefined(env);
-}
-
-// ---------------------------------------------------------------------------------------------
 // openDirBeneath
 
 // One openat2(2) that resolves rel below root and follows no symlink on the way, magic links
@@ -809,41 +763,13 @@ static napi_value js_lremovexattr (napi_env env, napi_callback_info info) { retu
 static napi_value js_fremovexattr (napi_env env, napi_callback_info info) { return xattr_remove(env, info, false); }
 
 // ---------------------------------------------------------------------------------------------
-// Device numbers and mknodat
-
-// A dev_t as a JS number: glibc's encoding puts major bits above bit 32, so refuse what a
-// double cannot hold exactly rather than round it.
-static napi_value dev_number (napi_env env, dev_t dev) {
-  if (dev > (dev_t)MAX_SAFE_INT) { bad_arg(env, true, "major/minor", "small enough for makedev() to fit in 2^53"); return NULL; }
-  return number(env, (int64_t)dev);
-}
-
-static napi_value js_makedev (napi_env env, napi_callback_info info) {
-  napi_value argv[2];
-  uint32_t maj, min;
-  if (!get_args(env, info, 2, argv) || !arg_u32(env, argv[0], "major", &maj) || !arg_u32(env, argv[1], "minor", &min)) return NULL;
-  return dev_number(env, makedev(maj, min));
-}
+// mknodat
 
 static bool arg_dev (napi_env env, napi_value v, dev_t *dev) {
   int64_t x;
   if (!arg_int(env, v, "dev", 0, MAX_SAFE_INT, &x)) return false;
   *dev = (dev_t)x;
   return true;
-}
-
-static napi_value js_major (napi_env env, napi_callback_info info) {
-  napi_value argv[1];
-  dev_t dev;
-  if (!get_args(env, info, 1, argv) || !arg_dev(env, argv[0], &dev)) return NULL;
-  return number(env, major(dev));
-}
-
-static napi_value js_minor (napi_env env, napi_callback_info info) {
-  napi_value argv[1];
-  dev_t dev;
-  if (!get_args(env, info, 1, argv) || !arg_dev(env, argv[0], &dev)) return NULL;
-  return number(env, minor(dev));
 }
 
 // mknodat(dirFd, name, mode, dev)
@@ -931,47 +857,12 @@ static napi_value js_fallocate (napi_env env, napi_callback_info info) {
   return undefined(env);
 }
 
-// renameat2(oldDirFd, oldName, newDirFd, newName, flags) (glibc >= 2.28 has the wrapper)
-static napi_value js_renameat2 (napi_env env, napi_callback_info info) {
-  napi_value argv[5];
-  int olddir, newdir;
-  uint32_t flags;
-  AUTOFREE char *oldname = NULL;
-  AUTOFREE char *newname = NULL;
-  if (!get_args(env, info, 5, argv) || !arg_dirfd(env, argv[0], "oldDirFd", &olddir) ||
-      !arg_str(env, argv[1], "oldName", &oldname) || !arg_dirfd(env, argv[2], "newDirFd", &newdir) ||
-      !arg_str(env, argv[3], "newName", &newname) || !arg_u32(env, argv[4], "flags", &flags)) return NULL;
-  if (renameat2(olddir, oldname, newdir, newname, flags) < 0) return throw_errno2(env, errno, "renameat2", oldname, newname);
-  return undefined(env);
-}
-
 // syncfs(fd)
 static napi_value js_syncfs (napi_env env, napi_callback_info info) {
   napi_value argv[1];
   int fd;
   if (!get_args(env, info, 1, argv) || !arg_fd(env, argv[0], "fd", &fd)) return NULL;
   if (syncfs(fd) < 0) return throw_errno(env, errno, "syncfs", NULL);
-  return undefined(env);
-}
-
-// A uid or gid; -1 (as chown(2) has it) leaves that id unchanged.
-static bool arg_id (napi_env env, napi_value v, const char *name, uint32_t *id) {
-  int64_t x;
-  if (!arg_int(env, v, name, -1, UINT32_MAX, &x)) return false;
-  *id = x < 0 ? (uint32_t)-1 : (uint32_t)x;
-  return true;
-}
-
-// fchownat(dirFd, name, uid, gid, flags)
-static napi_value js_fchownat (napi_env env, napi_callback_info info) {
-  napi_value argv[5];
-  int dirfd, flags;
-  uint32_t uid, gid;
-  AUTOFREE char *name = NULL;
-  if (!get_args(env, info, 5, argv) || !arg_dirfd(env, argv[0], "dirFd", &dirfd) ||
-      !arg_str(env, argv[1], "name", &name) || !arg_id(env, argv[2], "uid", &uid) ||
-      !arg_id(env, argv[3], "gid", &gid) || !arg_i32(env, argv[4], "flags", 0, INT32_MAX, &flags)) return NULL;
-  if (fchownat(dirfd, name, (uid_t)uid, (gid_t)gid, flags) < 0) return throw_errno(env, errno, "fchownat", shown(name));
   return undefined(env);
 }
 
@@ -1098,15 +989,13 @@ NAPI_MODULE_INIT () {
     F("fuseMount", js_fuse_mount), F("fusermountOpen", js_fusermount_open), F("umount2", js_umount2),
     F("setNonBlocking", js_set_non_blocking), F("readBatch", js_read_batch),
     F("pollStart", js_poll_start), F("pollStop", js_poll_stop),
-    F("backingOpen", js_backing_open), F("backingClose", js_backing_close),
     F("openDirBeneath", js_open_dir_beneath),
     F("lgetxattr", js_lgetxattr), F("llistxattr", js_llistxattr), F("lsetxattr", js_lsetxattr),
     F("lremovexattr", js_lremovexattr), F("fgetxattr", js_fgetxattr), F("flistxattr", js_flistxattr),
     F("fsetxattr", js_fsetxattr), F("fremovexattr", js_fremovexattr),
-    F("mknodat", js_mknodat), F("makedev", js_makedev), F("major", js_major), F("minor", js_minor),
+    F("mknodat", js_mknodat),
     F("utimensat", js_utimensat), F("futimens", js_futimens), F("lseek", js_lseek),
-    F("fallocate", js_fallocate), F("renameat2", js_renameat2), F("syncfs", js_syncfs),
-    F("fchownat", js_fchownat),
+    F("fallocate", js_fallocate), F("syncfs", js_syncfs),
     F("lstatInto", js_lstat_into), F("writeReply", js_write_reply), F("writeReply2", js_write_reply2),
   };
 #undef F

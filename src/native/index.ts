@@ -1,8 +1,8 @@
 // Typed loader for cpfs's own native addon (src/native/cpfs.c, built by
 // scripts/build-native.mjs into build/Release): the few system calls Node cannot make —
-// mounting /dev/fuse and reading it in batches, watching it on the event loop, passthrough
-// backing files, symlink-proof directory walks, l*/f* xattrs, mknodat, nanosecond times,
-// SEEK_DATA/SEEK_HOLE, fallocate, renameat2, syncfs and fchownat.
+// mounting /dev/fuse and reading it in batches, watching it on the event loop, symlink-proof
+// directory walks, l*/f* xattrs, mknodat, nanosecond times, SEEK_DATA/SEEK_HOLE, fallocate and
+// syncfs.
 //
 // Every failing system call throws an Error with .code = the errno name ('ENOENT'),
 // .errno = the negative errno, .syscall, and .path when there is one, as Node's fs does.
@@ -93,9 +93,6 @@ export interface Native {
   pollStart (fd: number, onReadable: (status: number) => void): PollHandle
   /** Stops and closes the watch; calling it again does nothing. */
   pollStop (handle: PollHandle): void
-  /** FUSE_DEV_IOC_BACKING_OPEN: registers fd as a passthrough backing file, returns its id (> 0). */
-  backingOpen (fuseFd: number, fd: number): number
-  backingClose (fuseFd: number, id: number): void
 
   // --- filesystem calls Node lacks (any dirFd may be AT_FDCWD)
   /** An O_PATH fd for the directory rel below rootFd, following no symlink; '' or '.' is rootFd itself. */
@@ -111,9 +108,6 @@ export interface Native {
   fsetxattr (fd: number, name: string, value: Buffer, flags: number): void
   fremovexattr (fd: number, name: string): void
   mknodat (dirFd: number, name: string, mode: number, dev: number): void
-  makedev (major: number, minor: number): number
-  major (dev: number): number
-  minor (dev: number): number
   /** nsec may be UTIME_NOW or UTIME_OMIT; seconds may be negative. */
   utimensat (dirFd: number, name: string, atimeSec: number, atimeNsec: number,
     mtimeSec: number, mtimeNsec: number, flags: number): void
@@ -121,10 +115,7 @@ export interface Native {
   /** The new offset, or -1 when SEEK_DATA / SEEK_HOLE find nothing (ENXIO). */
   lseek (fd: number, offset: number, whence: number): number
   fallocate (fd: number, mode: number, offset: number, len: number): void
-  renameat2 (oldDirFd: number, oldName: string, newDirFd: number, newName: string, flags: number): void
   syncfs (fd: number): void
-  /** uid or gid -1 leaves it unchanged; flags may be AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH. */
-  fchownat (dirFd: number, name: string, uid: number, gid: number, flags: number): void
 
   // --- fanotify on the real directory under the mount (underneath.c; root only)
   /** Two fanotify groups and the thread that reads them; onReady is called when events wait (drain them). */

@@ -13,6 +13,11 @@ import { CpfsError, isCpfsError } from '../../src/errors.js'
 const dir = fs.mkdtempSync(join(tmpdir(), 'cpfs-control-'))
 t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
 const sleep = (ms: number) => new Promise(resolve => setTimeout(resolve, ms))
+/**
+ * The acknowledgement timeout of the live-daemon cases: a server in this process acknowledges
+ * at once, so only a hang comes near it (1 s: the timeout's own test below uses 150 ms).
+ */
+const ACK_MS = 1000
 
 /** A raw server: what it does with each connection is up to the test. */
 async function rawServer (name: string, onConn: (c: net.Socket) => void): Promise<string> {
@@ -25,10 +30,21 @@ async function rawServer (name: string, onConn: (c: net.Socket) => void): Promis
 
 t.test('a command that outlasts the acknowledgement timeout is waited for', async t => {
   const path = join(dir, 'slow.sock')
-  const server = await serve(path, async (req) => { await sleep(600); return { cmd: req.cmd, ack: req.ack } })
+  // The command ends when the test lets it, once the caller's acknowledgement timeout has
+  // passed: the test's timer, set after the caller's and for longer, has fired, and the call is
+  // still waiting. Timers fire in the order they are due (with the caller's rejection, had it
+  // come, handled in between), so this holds however slow the machine; no duration is measured.
+  let release!: () => void
+  const released = new Promise<void>(resolve => { release = resolve })
+  const server = await serve(path, async (req) => { await released; return { cmd: req.cmd, ack: req.ack } })
   t.teardown(() => server.close())
-  const r = await call(path, { cmd: 'rewind' }, { ackTimeoutMs: 150 }) as any
-  t.same(r, { cmd: 'rewind', ack: true }, 'the reply came after 600 ms, past the 150 ms timeout, because the daemon acknowledged at once')
+  let settled = false
+  const reply = call(path, { cmd: 'rewind' }, { ackTimeoutMs: ACK_MS })
+  reply.then(() => { settled = true }, () => { settled = true })
+  await sleep(2 * ACK_MS)
+  t.notOk(settled, 'past the acknowledgement timeout, the call still waits for the command')
+  release()
+  t.same(await reply, { cmd: 'rewind', ack: true }, 'and gets its reply, because the daemon acknowledged at once')
 })
 
 t.test('a daemon that accepts the connection and never answers times out', async t => {
