@@ -22,6 +22,7 @@ import { dirBytes, isMounted, locate, register, workspaceDir, type Location } fr
 import { checkDest, forkView } from './plans/fork.js'
 import { keepBefore, keepDisplaced, keepRefreshed } from './plans/keep.js'
 import { holdersOf, type Holder } from './holders.js'
+import { NO_FAULTS, type Faults } from './plans/faults.js'
 
 export interface Target {
   /** The workspace directory (default: the current directory). */
@@ -31,6 +32,16 @@ export interface Target {
 }
 
 export type { StatusInfo } from './control/mounted.js'
+
+/**
+ * What the tests make go wrong in the plans this process runs (plans/faults.ts): none, unless
+ * the process's entry point injected some (cli/main.ts builds them from the environment).
+ */
+let faults: Faults = NO_FAULTS
+
+export function injectFaults (injected: Faults): void {
+  faults = injected
+}
 
 function where (t: Target): Location {
   return locate(t.dir ?? '.', t.store)
@@ -64,7 +75,7 @@ async function offline<T> (loc: Location, fn: (s: Session, finished: boolean) =>
   }
   try {
     // discard: an interrupted plan that cannot be finished must not block leaving things as they are.
-    const finished = mode === 'read' ? null : mode === 'write' ? await recover(session) : await recover(session).catch(async (err) => {
+    const finished = mode === 'read' ? null : mode === 'write' ? await recover(session, faults) : await recover(session, faults).catch(async (err) => {
       if (await setAsidePlan(session)) process.stderr.write(`cpfs: gave up an interrupted plan that cannot be finished (${String(err?.message ?? err).split('\n')[0]}); the paths it changed count as outside changes now\n`)
       return null
     })
@@ -144,7 +155,7 @@ export async function unmount (opts: Target & { discard?: boolean, force?: boole
     if (opts.discard) return { applied: false, summary: null, discarded: await s.discard(), notMounted, pending }
     if (opts.force) await keepDisplaced(s)
     else if (pending > 0) await keepRefreshed(s) // nothing pending: no plan to make way for
-    return { applied: true, summary: await applyStack(s, { force: opts.force }), notMounted, pending }
+    return { applied: true, summary: await applyStack(s, { force: opts.force, faults }), notMounted, pending }
   }, opts.discard ? 'discard' : 'write')
 }
 
@@ -197,12 +208,12 @@ export async function rewind (turnSpec: string | number, opts: Target & { force?
       // stopped without applying): those are applied, as any offline command would.
       if (opts.force) await keepDisplaced(s)
       const t = s.resolveTurn(turnSpec)
-      const summary = s.pending() > 0 ? await applyStack(s, { force: opts.force, stack: s.meta.stack.slice(0, t - 1) }) : undefined
+      const summary = s.pending() > 0 ? await applyStack(s, { force: opts.force, stack: s.meta.stack.slice(0, t - 1), faults }) : undefined
       return { head: s.head, dropped: 0, mounted: false, summary }
     }
     const t = await keepBefore(s, asked, opts.force)
     const dropped = s.meta.stack.length - t + 1
-    const summary = await applyStack(s, { force: opts.force, stack: s.meta.stack.slice(0, t - 1), after: s.rewindChange(t) })
+    const summary = await applyStack(s, { force: opts.force, stack: s.meta.stack.slice(0, t - 1), after: s.rewindChange(t), faults })
     return { head: s.head, dropped, mounted: false, summary }
   })
 }
@@ -240,7 +251,7 @@ export async function restore (turnSpec: string | number, paths: string[], opts:
       return { turn: r.turn, paths: rel, mounted: false, unchanged: true }
     }
     const { change, preOps } = r.commit()
-    const summary = await runPlan(s, expected, r.view, r.touched, { force: opts.force, targetStack: change.stack, after: change, preOps })
+    const summary = await runPlan(s, expected, r.view, r.touched, { force: opts.force, targetStack: change.stack, after: change, preOps, faults })
     return { turn: r.turn, paths: rel, mounted: false, summary }
   })
 }
@@ -267,7 +278,7 @@ export async function fork (turnSpec: string | number, dest: string, opts: Targe
   }
   const r = await viaDaemonOr(loc, 'fork', { turn: String(turnSpec), dest: destAbs }, async (s) => {
     const t = s.resolveTurn(turnSpec)
-    return { turn: t, ...await forkView(s, t, destAbs) }
+    return { turn: t, ...await forkView(s, t, destAbs, faults) }
   })
   // DEST's own history: turn 1 is the forked view, nothing pending.
   const dloc = locate(r.dest)
@@ -308,7 +319,7 @@ export async function undo (opts: Target & { force?: boolean } = {}): Promise<Re
   return await offline(loc, async (s) => {
     const t = await keepBefore(s, s.undoTarget(), opts.force)
     const dropped = s.meta.stack.length - t + 1
-    const summary = await applyStack(s, { force: opts.force, stack: s.meta.stack.slice(0, t - 1), after: s.rewindChange(t) })
+    const summary = await applyStack(s, { force: opts.force, stack: s.meta.stack.slice(0, t - 1), after: s.rewindChange(t), faults })
     return { head: s.head, dropped, mounted: false, summary }
   })
 }
@@ -327,7 +338,7 @@ export async function redo (opts: Target & { force?: boolean } = {}): Promise<Re
       while (at < now.length - 1 && at < change.stack.length - 1 && now[at] === change.stack[at]) at++
       change.stack = [...change.stack.slice(0, at), refreshed, ...change.stack.slice(at)]
     }
-    const summary = await applyStack(s, { force: opts.force, stack: change.stack, after: change })
+    const summary = await applyStack(s, { force: opts.force, stack: change.stack, after: change, faults })
     return { head: s.head, mounted: false, summary }
   })
 }

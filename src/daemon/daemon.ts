@@ -27,6 +27,7 @@ import { native } from '../native/index.js'
 import { freezeOrigin } from '../plans/freeze.js'
 import { cutPaths, diffTurns, logWithLines, previewRewind } from '../plans/preview.js'
 import { forkView } from '../plans/fork.js'
+import { NO_FAULTS, type Faults } from '../plans/faults.js'
 import { Session } from '../session/session.js'
 import { isMounted, type Location } from '../store/locate.js'
 import { mountSource } from '../workspaces.js'
@@ -68,7 +69,8 @@ function ownWayDown (realFd: number): { fd: number, own: boolean } {
   }
 }
 
-export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) => void): Promise<void> {
+/** faults: what the tests make go wrong in the plans the daemon runs (plans/faults.ts); none in production. */
+export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) => void, faults: Faults = NO_FAULTS): Promise<void> {
   const { loc } = opts
   checkFuse() // fail early, before touching anything, when FUSE is unusable
   if (isMounted(loc.workspace)) {
@@ -89,7 +91,7 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
     // An interrupted plan writes the real directory: with the user's umask, as the CLI would.
     const own = opts.umask !== undefined ? process.umask(opts.umask) : undefined
     try {
-      recovered = (await recover(session)) !== null
+      recovered = (await recover(session, faults)) !== null
     } finally {
       if (own !== undefined) process.umask(own)
     }
@@ -257,7 +259,7 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
       }
       if (mode === 'apply') {
         if (opts.umask !== undefined) process.umask(opts.umask) // the real directory's files: the user's umask
-        summary = await applyStack(session, { force })
+        summary = await applyStack(session, { force, faults })
       }
       if (mode === 'discard') discarded = await session.discard()
     } finally {
@@ -285,7 +287,7 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
       case 'fork': {
         const t = session.resolveTurn(String(a.turn))
         await session.flushAll(false)
-        return { turn: t, ...await forkView(session, t, String(a.dest)) }
+        return { turn: t, ...await forkView(session, t, String(a.dest), faults) }
       }
       case 'restore': return await withInvalidation(() => session.restore(String(a.turn), a.paths as string[]))
       case 'diff': return await diffTurns(session, a.spec as string | undefined, { patches: Boolean(a.patches), paths: a.paths as string[] | undefined })

@@ -16,6 +16,7 @@ import type { AnchorOp, PlanOp } from './planner.js'
 import { AT_FDCWD, native } from '../native/index.js'
 import { canChown, chmodNode, setFileAttrs, setMeta, setTimes, setXattrs } from './real-meta.js'
 import { verifyPaths, type Expect } from './verifier.js'
+import type { Faults } from './faults.js'
 import { ensureParents, fingerprint, removeReal, rewriteFile, samePrint, writeNew, type Fingerprint, type Keep, type ReadContent } from './real-tree.js'
 
 export interface ApplyResult {
@@ -29,10 +30,10 @@ export interface ApplyOptions {
   planId: string
   /** Where a write op without chunk hashes gets its bytes (fork reads another view). */
   readContent?: ReadContent
-  /** Called after each operation (progress, and the crash-injection hook of the tests). */
+  /** Called after each operation (progress). */
   onOp?: (index: number, op: PlanOp) => void
-  /** Called before each operation (the tests use it to edit a file concurrently). */
-  beforeOp?: (index: number, op: PlanOp) => void
+  /** What the tests make go wrong (faults.ts); none in production. */
+  faults?: Faults
   /**
    * Fingerprints taken before the plan captured anything (journaled with it): every path it
    * touches and everything below a real directory it replaces or removes. A path whose
@@ -83,7 +84,8 @@ function tmpName (origin: Origin, p: string, planId: string, index: number): str
  * content rewritten in place unless the plan knows it is the same), or a new file; then its
  * owner, mode, xattrs and times. Idempotent: an anchor that exists is the plan's own.
  */
-function makeAnchor (origin: Origin, chunks: ChunkStore, op: AnchorOp, planId: string, index: number, readContent: ApplyOptions['readContent'] | undefined): number {
+function makeAnchor (origin: Origin, chunks: ChunkStore, op: AnchorOp, index: number, opts: ApplyOptions): number {
+  const planId = opts.planId
   const anchor = anchorPath(origin, planId, op.ino)
   let bytes = 0
   let fresh = false
@@ -95,7 +97,7 @@ function makeAnchor (origin: Origin, chunks: ChunkStore, op: AnchorOp, planId: s
       // A new file, made under a temporary name first so that the anchor is never half written.
       const tmp = tmpName(origin, '/x', planId, index)
       fs.rmSync(tmp, { force: true })
-      if (op.type === 'f') bytes += writeNew(tmp, chunks, op, readContent)
+      if (op.type === 'f') bytes += writeNew(tmp, chunks, op, opts.readContent, opts.faults?.afterWrite)
       else if (op.type === 'l') fs.symlinkSync(op.target!, tmp)
       else native.mknodat(AT_FDCWD, tmp, op.fmt! | (op.mode & 0o777), op.rdev!)
       fs.renameSync(tmp, anchor)
@@ -177,7 +179,8 @@ class PlanRun {
 
   applyOne (op: PlanOp, index: number): void {
     const p = op.path
-    this.opts.beforeOp?.(index, op)
+    this.opts.faults?.beforeOp?.(index, op, this.origin)
+    this.opts.faults?.failOp?.(index)
     if (this.leftAlone(p)) return
     this.seen.add(p)
     this.opts.progress?.(index, true)
@@ -191,6 +194,7 @@ class PlanRun {
     this.origin.forget(p, false)
     this.opts.progress?.(index, false)
     this.opts.onOp?.(index, op)
+    this.opts.faults?.afterOp?.(index)
   }
 
   /**
@@ -269,7 +273,7 @@ class PlanRun {
       this.ours.add(real.ino)
       return true
     }
-    return this.viaTemp(p, index, (tmp) => { this.bytesWritten += writeNew(tmp, this.chunks, op, this.opts.readContent) }, () => lstatReal(this.origin, p).type === 'd')
+    return this.viaTemp(p, index, (tmp) => { this.bytesWritten += writeNew(tmp, this.chunks, op, this.opts.readContent, this.opts.faults?.afterWrite) }, () => lstatReal(this.origin, p).type === 'd')
   }
 
   private symlink (op: Extract<PlanOp, { op: 'symlink' }>, index: number): boolean {
@@ -299,7 +303,7 @@ class PlanRun {
   }
 
   private anchor (op: AnchorOp, index: number): boolean {
-    this.bytesWritten += makeAnchor(this.origin, this.chunks, op, this.opts.planId, index, this.opts.readContent)
+    this.bytesWritten += makeAnchor(this.origin, this.chunks, op, index, this.opts)
     const st = fs.lstatSync(anchorPath(this.origin, this.opts.planId, op.ino), { throwIfNoEntry: false })
     if (st) this.ours.add(st.ino)
     return true

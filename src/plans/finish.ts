@@ -1,7 +1,6 @@
 // Finishing a journaled plan (right after it was journaled, or by `recover` after a crash):
 // apply its operations, verify every path it touched, commit. A plan that cannot be applied,
 // or does not verify, is rolled back to what the real directory was, from the captures.
-import * as fs from 'node:fs'
 import { CpfsError, isCpfsError } from '../errors.js'
 import { belowAny } from '../overlay/paths.js'
 import { fingerprintOf } from '../store/fingerprints.js'
@@ -16,6 +15,7 @@ import type { Sparse } from './content.js'
 import { verifyPaths, type Expect, type VerifyResult } from './verifier.js'
 import { phase } from '../progress.js'
 import { chunkLen } from '../store/entries.js'
+import { NO_FAULTS, type Faults } from './faults.js'
 import { materialise } from './expect.js'
 import { viewOf } from './views.js'
 import { ANCHORS_KEY, SKIPPED_KEY, commitPlan, dropAnchors, recordFingerprints, writeFingerprints } from './commit.js'
@@ -33,21 +33,6 @@ export interface PlanSummary {
   skipped?: string[]
 }
 
-function crashHook (index: number): void {
-  // Test hook: die like kill -9 right after operation N, to prove recovery.
-  const at = process.env.CPFS_TEST_CRASH_AFTER_OP
-  if (at !== undefined && Number(at) === index) process.kill(process.pid, 'SIGKILL')
-}
-
-function failHook (): ((index: number) => void) | undefined {
-  // Test hook: the real filesystem refuses operation N (as a too-long name or a full disk would).
-  const at = process.env.CPFS_TEST_FAIL_AT_OP
-  if (at === undefined) return undefined
-  return (index) => {
-    if (index === Number(at)) throw Object.assign(new Error('EIO: injected failure'), { code: 'EIO' })
-  }
-}
-
 /** The bytes a sparse content list holds (its non-zero chunks). */
 function sparseBytes (data: Sparse, size: number): number {
   let n = 0
@@ -60,26 +45,13 @@ function dataBytes (ops: PlanOp[]): number {
   return ops.reduce((n, op) => n + (op.op === 'write' ? (op.data ? sparseBytes(op.data, op.size) : op.size) : 0), 0)
 }
 
-function testEditHook (origin: Session['origin']): ((index: number, op: PlanOp) => void) | undefined {
-  // Test hook: another process edits the path of operation N just before the plan reaches it
-  // ("N"), or writes a new file at PATH ("N:PATH").
-  const hook = process.env.CPFS_TEST_EDIT_BEFORE_OP
-  if (hook === undefined) return undefined
-  const [at, path] = hook.split(':')
-  return (index, op) => {
-    if (index !== Number(at)) return
-    if (path) fs.writeFileSync(origin.realPath(path), 'made concurrently\n')
-    else fs.appendFileSync(origin.realPath(op.path), 'edited concurrently\n')
-  }
-}
-
-export async function finish (session: Session, j: Journal, recovered: boolean): Promise<PlanSummary> {
+export async function finish (session: Session, j: Journal, recovered: boolean, faults: Faults = NO_FAULTS): Promise<PlanSummary> {
   if (recovered) cleanTemps(session.origin, j.ops, j.id)
   const progress = new Progress(session)
-  const applied = await applyJournal(session, j, recovered, progress)
+  const applied = await applyJournal(session, j, recovered, progress, faults)
   const skipped = applied.skipped
   const expect = skipped.length ? new Map([...j.expect].filter(([p]) => !skipped.some(q => p === q || p.startsWith(q + '/')))) : j.expect
-  const result = await verifyOrRollBack(session, j, expect, progress)
+  const result = await verifyOrRollBack(session, j, expect, progress, faults)
   // Skipped paths keep the other process's version: for the store they are drift now, which
   // the next plan that touches them reports (and --force replaces).
   recordFingerprints(session, expect.keys(), j.ops.filter(o => o.op === 'remove' && o.type === 'd').map(o => o.path))
@@ -100,11 +72,9 @@ export async function finish (session: Session, j: Journal, recovered: boolean):
 }
 
 /** Apply a journaled plan's operations; when that fails, roll the plan back and say so. */
-async function applyJournal (session: Session, j: Journal, recovered: boolean, progress: Progress): Promise<ApplyResult> {
+async function applyJournal (session: Session, j: Journal, recovered: boolean, progress: Progress, faults: Faults): Promise<ApplyResult> {
   const origin = session.origin
   const applying = phase('applying', 'operations', j.ops.length, dataBytes(j.ops))
-  const fail = failHook()
-  const edit = recovered ? undefined : testEditHook(origin)
   // A plan journaled by cpfs before 0.2 has no fingerprints: it is finished as it was then.
   const prints = j.prints
   const resume = recovered && prints ? { ...progress.read(j.id), expect: j.expect } : undefined
@@ -114,8 +84,10 @@ async function applyJournal (session: Session, j: Journal, recovered: boolean, p
       prints,
       resume,
       progress: (i, started) => progress.write(j.id, i, started),
-      beforeOp: (i, op) => { edit?.(i, op); fail?.(i) },
-      onOp: (i) => { applying.item(); if (!recovered) crashHook(i) }
+      onOp: () => applying.item(),
+      // A plan finished after a crash is neither raced nor crashed again: what the tests check
+      // there is how it finishes.
+      faults: recovered ? { failOp: faults.failOp, afterWrite: faults.afterWrite } : faults
     })
     applying.end()
     return applied
@@ -124,7 +96,7 @@ async function applyJournal (session: Session, j: Journal, recovered: boolean, p
     if (isCpfsError(err) && err.code === 'UNSAFE_PATH') throw err
     const cause = String(err?.message ?? err).split('\n')[0]
     try {
-      await rollBack(session, j)
+      await rollBack(session, j, faults)
       progress.close(true)
     } catch (back: any) {
       throw new CpfsError('APPLY_FAILED', `cannot write the real directory (${cause}), and cannot roll back (${back?.message ?? back})`, 'fix the cause (space, permissions), then run cpfs unmount again; cpfs status and cpfs unmount --discard still work')
@@ -134,7 +106,7 @@ async function applyJournal (session: Session, j: Journal, recovered: boolean, p
 }
 
 /** Verify every path the plan should have made; a mismatch rolls the plan back, and is thrown. */
-async function verifyOrRollBack (session: Session, j: Journal, expect: Map<string, Expect>, progress: Progress): Promise<VerifyResult> {
+async function verifyOrRollBack (session: Session, j: Journal, expect: Map<string, Expect>, progress: Progress, faults: Faults): Promise<VerifyResult> {
   const origin = session.origin
   const verifying = phase('verifying', 'paths', expect.size, [...expect.values()].reduce((n, e) => n + (e.data ? sparseBytes(e.data, e.size!) : 0), 0))
   const result = verifyPaths(origin, expect, () => verifying.item())
@@ -146,7 +118,7 @@ async function verifyOrRollBack (session: Session, j: Journal, expect: Map<strin
     // before, from the captures, and is itself verified.
     const shown = result.mismatches.slice(0, 5).map(m => `${m.path.slice(1) || '.'} (${m.why})`).join(', ')
     try {
-      await rollBack(session, j)
+      await rollBack(session, j, faults)
       progress.close(true)
     } catch (back: any) {
       removeAnchors(origin, j.ops, j.id)
@@ -178,7 +150,7 @@ async function commitFinished (session: Session, j: Journal, skipped: string[], 
  * first), temporary files go, directory modes come back, the journal is retired. The history
  * is unchanged, so the command can simply be run again once the cause is fixed.
  */
-async function rollBack (session: Session, j: Journal): Promise<void> {
+async function rollBack (session: Session, j: Journal, faults: Faults): Promise<void> {
   const origin = session.origin
   cleanTemps(origin, j.ops, j.id)
   for (const id of [...(j.after?.newLayers ?? []), ...j.targetStack]) if (!session.layers.has(id)) session.layers.set(id, await session.store.loadLayer(id))
@@ -188,7 +160,7 @@ async function rollBack (session: Session, j: Journal): Promise<void> {
   const { ops, expect } = materialise(session, before, planViews(planned, before, touched).ops)
   const batch: BatchOp[] = []
   await session.syncBatch(batch)
-  applyOps(origin, session.chunks, ops, { planId: j.id + 'b' })
+  applyOps(origin, session.chunks, ops, { planId: j.id + 'b', faults: { afterWrite: faults.afterWrite } })
   const result = verifyPaths(origin, expect)
   removeAnchors(origin, ops, j.id + 'b')
   removeAnchors(origin, j.ops, j.id)
@@ -228,13 +200,13 @@ function changedPaths (ops: PlanOp[]): { changed: string[], changedCount: number
 }
 
 /** Finish a plan that a crash interrupted; null when there was none. */
-export async function recover (session: Session): Promise<PlanSummary | null> {
+export async function recover (session: Session, faults: Faults = NO_FAULTS): Promise<PlanSummary | null> {
   await dropAnchors(session)
   if (!hasJournal(session.store)) return null
-  // Test hook: a journaled plan that can be neither finished nor rolled back (as one that hit
-  // a bug in cpfs would be), to prove it never blocks unmount --discard, status, log or forget.
-  if (process.env.CPFS_TEST_RECOVER_FAILS) throw new Error('injected: the interrupted plan cannot be finished')
-  return await finish(session, readJournal(session.store)!, true)
+  // The tests make a journaled plan that can be neither finished nor rolled back (as one that
+  // hit a bug in cpfs would be), to prove it never blocks unmount --discard, status, log or forget.
+  faults.beforeRecover?.()
+  return await finish(session, readJournal(session.store)!, true, faults)
 }
 
 /**

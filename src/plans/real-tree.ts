@@ -12,6 +12,7 @@ import type { Attrs, PlanOp } from './planner.js'
 import { native } from '../native/index.js'
 import { countBytes } from '../progress.js'
 import { setFileMeta } from './real-meta.js'
+import type { Faults } from './faults.js'
 
 /** What a path looked like when the plan was checked; compared right before it is replaced. */
 export interface Fingerprint {
@@ -69,13 +70,11 @@ export function rewriteFile (path: string, chunks: ChunkStore, op: { size: numbe
   return written
 }
 
-let corrupted = false
-
 /**
  * Write a new file's content at path (created, or truncated): only data, every chunk left out
  * stays a hole. Owner, mode, xattrs and times follow.
  */
-export function writeNew (path: string, chunks: ChunkStore, op: { path: string, size: number, data?: Array<[number, string]>, mode: number, atime: number, atimeNs: number, mtime: number, mtimeNs: number } & Attrs, readContent: ReadContent | undefined): number {
+export function writeNew (path: string, chunks: ChunkStore, op: { path: string, size: number, data?: Array<[number, string]>, mode: number, atime: number, atimeNs: number, mtime: number, mtimeNs: number } & Attrs, readContent: ReadContent | undefined, afterWrite?: Faults['afterWrite']): number {
   let bytes = 0
   // A temporary name: whatever is there is a leftover (or planted) and goes; the file is then
   // made anew (O_EXCL), so nothing that appears in between is ever written through.
@@ -103,15 +102,8 @@ export function writeNew (path: string, chunks: ChunkStore, op: { path: string, 
       }
     }
     fs.ftruncateSync(fd, op.size)
-    if (process.env.CPFS_TEST_CORRUPT_WRITE === op.path && op.size > 0 && !corrupted) {
-      // Test hook: flip one byte (once per process, so that the roll-back writes it right) so
-      // the tests can show that verification catches it.
-      corrupted = true
-      const b = Buffer.alloc(1)
-      fs.readSync(fd, b, 0, 1, 0)
-      b[0] ^= 0xff
-      fs.writeSync(fd, b, 0, 1, 0)
-    }
+    // The tests flip a byte here (faults.ts) to show that verification catches it.
+    afterWrite?.(op.path, op.size, fd)
     setFileMeta(fd, op)
   } finally {
     fs.closeSync(fd)

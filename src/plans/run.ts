@@ -29,6 +29,7 @@ import { materialise } from './expect.js'
 import { realToStack } from './views.js'
 import { append, commitPlan } from './commit.js'
 import { finish, type PlanSummary } from './finish.js'
+import type { Faults } from './faults.js'
 
 export interface RunOptions {
   force?: boolean
@@ -36,6 +37,8 @@ export interface RunOptions {
   after?: StackChange
   /** Store ops that must be durable before the plan starts (a prepared layer's entries). */
   preOps?: BatchOp[]
+  /** What the tests make go wrong (faults.ts); none in production. */
+  faults?: Faults
 }
 
 function newPlanId (): string {
@@ -84,7 +87,7 @@ export async function runPlan (session: Session, expected: View, target: View, t
   if (opts.preOps) append(batch, opts.preOps)
   batch.push(await writeJournal(session.store, journal))
   await session.syncBatch(batch)
-  return await finish(session, journal, false)
+  return await finish(session, journal, false, opts.faults)
 }
 
 /**
@@ -108,12 +111,12 @@ function takePrints (origin: Origin, ops: PlanOp[]): Map<string, Fingerprint> {
 }
 
 /** Bring the real directory to the view of `stack` (default: the head's), then commit `after`. */
-export async function applyStack (session: Session, opts: { force?: boolean, stack?: number[], after?: StackChange } = {}): Promise<PlanSummary> {
+export async function applyStack (session: Session, opts: { force?: boolean, stack?: number[], after?: StackChange, faults?: Faults } = {}): Promise<PlanSummary> {
   const stack = (opts.stack ?? session.meta.stack).slice()
   const { expected, target, touched } = await realToStack(session, stack)
   if (touched.size === 0) {
     await commitPlan(session, stack, opts.after, [])
     return { ops: 0, verified: 0, bytesWritten: 0, changed: [] }
   }
-  return await runPlan(session, expected, target, touched, { force: opts.force, targetStack: stack, after: opts.after })
+  return await runPlan(session, expected, target, touched, { force: opts.force, targetStack: stack, after: opts.after, faults: opts.faults })
 }
