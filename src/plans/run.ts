@@ -10,6 +10,8 @@
 //   6. verify    every touched path is re-read and compared byte for byte;
 //   7. commit    one synced batch records the new applied stack and retires the journal.
 // A crash anywhere between 4 and 7 is finished by `recover` on the next command.
+// Where each step lives: 1 planner.ts (over the views of views.ts), 2 drift.ts, 3 and 4 here,
+// 5 to 7 finish.ts (applying with applier.ts, committing with commit.ts), as is `recover`.
 import { CpfsError } from '../errors.js'
 import type { View } from '../overlay/view.js'
 import { isSafePath } from '../overlay/paths.js'
