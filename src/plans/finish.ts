@@ -45,6 +45,7 @@ function dataBytes (ops: PlanOp[]): number {
   return ops.reduce((n, op) => n + (op.op === 'write' ? (op.data ? sparseBytes(op.data, op.size) : op.size) : 0), 0)
 }
 
+/** Apply, verify and commit journaled plan j; `recovered`: it is being finished after a crash. */
 export async function finish (session: Session, j: Journal, recovered: boolean, faults: Faults = NO_FAULTS): Promise<PlanSummary> {
   if (recovered) cleanTemps(session.origin, j.ops, j.id)
   const progress = new Progress(session)
