@@ -9,7 +9,10 @@ import type { ArgsOf, CommandName, ResultOf, UnmountResult } from './control/pro
 import type { ReadyInfo } from './daemon/daemon.js'
 import { daemonUp, startDaemon, statDev, stopStaleDaemon, type StartOptions } from './daemons.js'
 import { unmountPath } from './fuse/mount.js'
-import { applyStack, findDrift, recover, runPlan, setAsidePlan, viewOf, type PlanSummary } from './plans/run.js'
+import { applyStack, runPlan } from './plans/run.js'
+import { recover, setAsidePlan, type PlanSummary } from './plans/finish.js'
+import { findDrift } from './plans/drift.js'
+import { viewOf } from './plans/views.js'
 import { cutPaths, diffTurns, logWithLines, previewRewind, type RewindPreview } from './plans/preview.js'
 import { planViews } from './plans/planner.js'
 import type { Change } from './plans/changes.js'
@@ -20,6 +23,7 @@ import { dirBytes, isMounted, locate, register, workspaceDir, type Location } fr
 import { checkDest, forkView } from './plans/fork.js'
 import { keepBefore, keepDisplaced, keepRefreshed } from './plans/keep.js'
 import { holdersOf, type Holder } from './holders.js'
+import { NO_FAULTS, type Faults } from './plans/faults.js'
 
 export interface Target {
   /** The workspace directory (default: the current directory). */
@@ -30,6 +34,16 @@ export interface Target {
 
 export type { StatusInfo } from './control/mounted.js'
 export type { UnmountResult } from './control/protocol.js'
+
+/**
+ * What the tests make go wrong in the plans this process runs (plans/faults.ts): none, unless
+ * the process's entry point injected some (cli/main.ts builds them from the environment).
+ */
+let faults: Faults = NO_FAULTS
+
+export function injectFaults (injected: Faults): void {
+  faults = injected
+}
 
 function where (t: Target): Location {
   return locate(t.dir ?? '.', t.store)
@@ -63,7 +77,7 @@ async function offline<T> (loc: Location, fn: (s: Session, finished: boolean) =>
   }
   try {
     // discard: an interrupted plan that cannot be finished must not block leaving things as they are.
-    const finished = mode === 'read' ? null : mode === 'write' ? await recover(session) : await recover(session).catch(async (err) => {
+    const finished = mode === 'read' ? null : mode === 'write' ? await recover(session, faults) : await recover(session, faults).catch(async (err) => {
       if (await setAsidePlan(session)) process.stderr.write(`cpfs: gave up an interrupted plan that cannot be finished (${String(err?.message ?? err).split('\n')[0]}); the paths it changed count as outside changes now\n`)
       return null
     })
@@ -129,7 +143,7 @@ export async function unmount (opts: Target & { discard?: boolean, force?: boole
     if (opts.discard) return { applied: false, summary: null, discarded: await s.discard(), notMounted, pending }
     if (opts.force) await keepDisplaced(s)
     else if (pending > 0) await keepRefreshed(s) // nothing pending: no plan to make way for
-    return { applied: true, summary: await applyStack(s, { force: opts.force }), notMounted, pending }
+    return { applied: true, summary: await applyStack(s, { force: opts.force, faults }), notMounted, pending }
   }, opts.discard ? 'discard' : 'write')
 }
 
@@ -182,12 +196,12 @@ export async function rewind (turnSpec: string | number, opts: Target & { force?
       // stopped without applying): those are applied, as any offline command would.
       if (opts.force) await keepDisplaced(s)
       const t = s.resolveTurn(turnSpec)
-      const summary = s.pending() > 0 ? await applyStack(s, { force: opts.force, stack: s.meta.stack.slice(0, t - 1) }) : undefined
+      const summary = s.pending() > 0 ? await applyStack(s, { force: opts.force, stack: s.meta.stack.slice(0, t - 1), faults }) : undefined
       return { head: s.head, dropped: 0, mounted: false, summary }
     }
     const t = await keepBefore(s, asked, opts.force)
     const dropped = s.meta.stack.length - t + 1
-    const summary = await applyStack(s, { force: opts.force, stack: s.meta.stack.slice(0, t - 1), after: s.rewindChange(t) })
+    const summary = await applyStack(s, { force: opts.force, stack: s.meta.stack.slice(0, t - 1), after: s.rewindChange(t), faults })
     return { head: s.head, dropped, mounted: false, summary }
   })
 }
@@ -225,7 +239,7 @@ export async function restore (turnSpec: string | number, paths: string[], opts:
       return { turn: r.turn, paths: rel, mounted: false, unchanged: true }
     }
     const { change, preOps } = r.commit()
-    const summary = await runPlan(s, expected, r.view, r.touched, { force: opts.force, targetStack: change.stack, after: change, preOps })
+    const summary = await runPlan(s, expected, r.view, r.touched, { force: opts.force, targetStack: change.stack, after: change, preOps, faults })
     return { turn: r.turn, paths: rel, mounted: false, summary }
   })
 }
@@ -252,7 +266,7 @@ export async function fork (turnSpec: string | number, dest: string, opts: Targe
   }
   const r = await viaDaemonOr(loc, 'fork', { turn: String(turnSpec), dest: destAbs }, async (s) => {
     const t = s.resolveTurn(turnSpec)
-    return { turn: t, ...await forkView(s, t, destAbs) }
+    return { turn: t, ...await forkView(s, t, destAbs, faults) }
   })
   // DEST's own history: turn 1 is the forked view, nothing pending.
   const dloc = locate(r.dest)
@@ -293,7 +307,7 @@ export async function undo (opts: Target & { force?: boolean } = {}): Promise<Re
   return await offline(loc, async (s) => {
     const t = await keepBefore(s, s.undoTarget(), opts.force)
     const dropped = s.meta.stack.length - t + 1
-    const summary = await applyStack(s, { force: opts.force, stack: s.meta.stack.slice(0, t - 1), after: s.rewindChange(t) })
+    const summary = await applyStack(s, { force: opts.force, stack: s.meta.stack.slice(0, t - 1), after: s.rewindChange(t), faults })
     return { head: s.head, dropped, mounted: false, summary }
   })
 }
@@ -312,7 +326,7 @@ export async function redo (opts: Target & { force?: boolean } = {}): Promise<Re
       while (at < now.length - 1 && at < change.stack.length - 1 && now[at] === change.stack[at]) at++
       change.stack = [...change.stack.slice(0, at), refreshed, ...change.stack.slice(at)]
     }
-    const summary = await applyStack(s, { force: opts.force, stack: change.stack, after: change })
+    const summary = await applyStack(s, { force: opts.force, stack: change.stack, after: change, faults })
     return { head: s.head, mounted: false, summary }
   })
 }

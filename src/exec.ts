@@ -10,7 +10,7 @@ import { join } from 'node:path'
 import { constants } from 'node:os'
 import { CpfsError } from './errors.js'
 import * as api from './api.js'
-import type { PlanSummary } from './plans/run.js'
+import type { PlanSummary } from './plans/finish.js'
 import { cpfsHome, locate, workspaceId } from './store/locate.js'
 
 export interface ExecOptions extends api.Target {

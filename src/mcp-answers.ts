@@ -6,7 +6,7 @@
 // come in pages (offset, limit) with the next offset in the answer; what does not fit is
 // counted, never silently dropped.
 import type { Change } from './plans/changes.js'
-import type { PlanSummary } from './plans/run.js'
+import type { PlanSummary } from './plans/finish.js'
 import type { TurnInfo } from './session/session.js'
 
 export const MAX_CHARS = 20_000

@@ -4,7 +4,7 @@
 import { medianMicros } from '../fuse/stats.js'
 import type { StatusInfo, UnmountResult } from '../api.js'
 import type { PruneReport, StoreInfo } from '../housekeeping.js'
-import type { PlanSummary } from '../plans/run.js'
+import type { PlanSummary } from '../plans/finish.js'
 import type { TurnInfo } from '../session/session.js'
 import type { Change } from '../plans/changes.js'
 import type { RewindPreview } from '../plans/preview.js'

@@ -21,6 +21,7 @@ import { endOutput, guardPipes, out, startPager } from './output.js'
 import { suggest } from './suggest.js'
 import { claudeCodeHook } from '../hook.js'
 import { hideRelativeTurns, unhide } from './relative.js'
+import { faultsFromEnv } from '../plans/faults.js'
 
 guardPipes()
 
@@ -31,6 +32,16 @@ guardPipes()
 // lean part, bundled into the `cpfs` command; everything imported with import() stays an ES
 // module of the library, loaded when needed.
 const lib = async () => await import('../api.js')
+
+/**
+ * The tests drive the real cpfs command: the environment is how they reach the faults they
+ * inject into the plans it runs offline (plans/faults.ts), and this is the one place the CLI
+ * reads them. None asked for (always, outside the tests): the library is not loaded for it.
+ */
+async function injectFaultsFromEnv (): Promise<void> {
+  const faults = faultsFromEnv(process.env)
+  if (faults) (await lib()).injectFaults(faults)
+}
 
 /** The daemon's answer when DIR (or the current directory) is in a mounted workspace; else undefined. */
 async function viaMount<C extends CommandName> (pos: Record<string, string | undefined>, f: Flags, cmd: C, args?: ArgsOf<C>): Promise<ResultOf<C> | undefined> {
@@ -450,6 +461,7 @@ async function main (argv: string[]): Promise<number> {
   }
   cmd.args.forEach((a, i) => { if (!a.endsWith('...')) pos[a.replace('?', '')] = parsed.positionals[i] })
   const tail = variadic ? parsed.positionals.slice(cmd.args.length - 1) : after ?? []
+  await injectFaultsFromEnv()
   return await cmd.run(pos, parsed.values as Flags, tail)
 }
 

@@ -6,6 +6,7 @@ import type { FuseOps } from '../fuse/ops.js'
 import { newStats } from '../fuse/stats.js'
 import type { Handlers, UnmountResult } from '../control/protocol.js'
 import { forkView } from '../plans/fork.js'
+import type { Faults } from '../plans/faults.js'
 import { cutPaths, diffTurns, logWithLines, previewRewind } from '../plans/preview.js'
 import type { Session } from '../session/session.js'
 import type { ViewInvalidation } from './invalidation.js'
@@ -19,6 +20,7 @@ export interface DaemonParts {
   ops: FuseOps
   views: ViewInvalidation
   underneath: Underneath | WatchInfo
+  faults: Faults
   shutdown: (mode: 'apply' | 'discard', force: boolean) => Promise<UnmountResult>
 }
 
@@ -44,7 +46,7 @@ export function daemonHandlers (d: DaemonParts): Handlers {
     fork: async (a) => {
       const t = session.resolveTurn(String(a.turn))
       await session.persister.flushAll(false)
-      return { turn: t, ...await forkView(session, t, String(a.dest)) }
+      return { turn: t, ...await forkView(session, t, String(a.dest), d.faults) }
     },
     restore: async (a) => await views.around(async () => await session.restore(String(a.turn), a.paths)),
     diff: async (a) => await diffTurns(session, a?.spec, { patches: Boolean(a?.patches), paths: a?.paths }),

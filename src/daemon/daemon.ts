@@ -15,7 +15,8 @@ import { FuseOps } from '../fuse/ops.js'
 import { cacheTimeout, checkFuse, mountFuse, unmountPath } from '../fuse/mount.js'
 import { Notifier } from '../fuse/invalidate.js'
 import { WatcherEvents } from './watchers.js'
-import { recover } from '../plans/run.js'
+import { recover } from '../plans/finish.js'
+import { NO_FAULTS, type Faults } from '../plans/faults.js'
 import { absorbOutsideChanges } from '../plans/absorb.js'
 import type { WatchInfo } from '../store/underneath.js'
 import { Underneath, watchWanted } from './underneath.js'
@@ -66,7 +67,7 @@ function ownWayDown (realFd: number): { fd: number, own: boolean } {
  * umask, as the CLI would), and what changed outside cpfs since it last looked recorded as a
  * turn of its own.
  */
-async function openSession (opts: DaemonOptions, dirFd: number): Promise<{ session: Session, recovered: boolean, outside?: ReadyInfo['outside'] }> {
+async function openSession (opts: DaemonOptions, dirFd: number, faults: Faults): Promise<{ session: Session, recovered: boolean, outside?: ReadyInfo['outside'] }> {
   const { loc } = opts
   let session: Session
   try {
@@ -81,7 +82,7 @@ async function openSession (opts: DaemonOptions, dirFd: number): Promise<{ sessi
     // An interrupted plan writes the real directory: with the user's umask, as the CLI would.
     const own = opts.umask !== undefined ? process.umask(opts.umask) : undefined
     try {
-      recovered = (await recover(session)) !== null
+      recovered = (await recover(session, faults)) !== null
     } finally {
       if (own !== undefined) process.umask(own)
     }
@@ -94,7 +95,8 @@ async function openSession (opts: DaemonOptions, dirFd: number): Promise<{ sessi
   return { session, recovered, outside }
 }
 
-export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) => void): Promise<void> {
+/** faults: what the tests make go wrong in the plans the daemon runs (plans/faults.ts); none in production. */
+export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) => void, faults: Faults = NO_FAULTS): Promise<void> {
   const { loc } = opts
   checkFuse() // fail early, before touching anything, when FUSE is unusable
   if (isMounted(loc.workspace)) {
@@ -102,7 +104,7 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
     await unmountPath(loc.workspace, true)
   }
   const { fd: dirFd, own } = ownWayDown(fs.openSync(loc.workspace, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY))
-  const { session, recovered, outside } = await openSession(opts, dirFd)
+  const { session, recovered, outside } = await openSession(opts, dirFd, faults)
   let fd: number
   try {
     fd = mountFuse(loc.workspace, { allowOther: opts.allowOther, source: mountSource(loc.dir) })
@@ -141,8 +143,8 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
   const pidFile = join(loc.dir, 'daemon.pid')
   fs.writeFileSync(pidFile, String(process.pid) + '\n', { mode: 0o600 })
 
-  const ending = new Shutdown({ loc, session, fd, ch, notifier, watch, underneath, pidFile, umask: opts.umask })
-  const handlers = daemonHandlers({ session, ch, ops, views, underneath, shutdown: async (mode, force) => await ending.run(mode, force) })
+  const ending = new Shutdown({ loc, session, fd, ch, notifier, watch, underneath, pidFile, umask: opts.umask, faults })
+  const handlers = daemonHandlers({ session, ch, ops, views, underneath, faults, shutdown: async (mode, force) => await ending.run(mode, force) })
   ending.server = await serve(loc.socket, dispatcher(handlers, (req) => {
     if (ending.closing && req.cmd !== 'ping') throw new CpfsError('BUSY', 'the mount is shutting down', 'wait for cpfs unmount to finish')
   }))

@@ -3,6 +3,7 @@
 import * as fs from 'node:fs'
 import { CpfsError, isCpfsError } from '../errors.js'
 import { runDaemon, type DaemonOptions } from './daemon.js'
+import { faultsFromEnv } from '../plans/faults.js'
 
 function report (line: object): void {
   try {
@@ -24,7 +25,9 @@ process.on('uncaughtException', (err) => {
 process.on('unhandledRejection', (err: any) => {
   process.stderr.write(`cpfs daemon: ${new Date().toISOString()} unhandled rejection: ${err?.stack ?? err}\n`)
 })
-runDaemon(opts, (info) => report({ ready: info })).catch((err) => {
+// The tests drive a real daemon process: the environment is how they reach the faults they
+// inject into its plans (plans/faults.ts), and this is the one place the daemon reads them.
+runDaemon(opts, (info) => report({ ready: info }), faultsFromEnv(process.env)).catch((err) => {
   const e = isCpfsError(err) ? err : new CpfsError('INTERNAL', String(err?.stack ?? err))
   process.stderr.write(`cpfs daemon: ${e.line()}\n`)
   report({ error: { code: e.code, message: e.message, hint: e.hint } })

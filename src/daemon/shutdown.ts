@@ -11,7 +11,10 @@ import type { Notifier } from '../fuse/invalidate.js'
 import { unmountPath } from '../fuse/mount.js'
 import { absorbOutsideChanges } from '../plans/absorb.js'
 import { freezeOrigin } from '../plans/freeze.js'
-import { applyStack, noteUnseenChanges, type PlanSummary } from '../plans/run.js'
+import { applyStack } from '../plans/run.js'
+import { noteUnseenChanges } from '../plans/drift.js'
+import type { Faults } from '../plans/faults.js'
+import type { PlanSummary } from '../plans/finish.js'
 import { phase } from '../progress.js'
 import type { Session } from '../session/session.js'
 import { isMounted, type Location } from '../store/locate.js'
@@ -35,6 +38,8 @@ export interface MountParts {
   pidFile: string
   /** The user's umask, for the plan's files (main.ts). */
   umask?: number
+  /** What the tests make go wrong in the plan (plans/faults.ts). */
+  faults: Faults
 }
 
 export class Shutdown {
@@ -126,7 +131,7 @@ export class Shutdown {
       }
       if (mode === 'apply') {
         if (this.m.umask !== undefined) process.umask(this.m.umask) // the real directory's files: the user's umask
-        summary = await applyStack(session, { force })
+        summary = await applyStack(session, { force, faults: this.m.faults })
       }
       if (mode === 'discard') discarded = await session.discard()
     } finally {

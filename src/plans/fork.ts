@@ -11,9 +11,12 @@ import type { Session } from '../session/session.js'
 import type { FileEntry } from '../store/entries.js'
 import { readEntry } from '../overlay/origin.js'
 import { applyOps, removeAnchors } from './applier.js'
+import { NO_FAULTS, type Faults } from './faults.js'
 import { checkNames } from './names.js'
 import { planViews } from './planner.js'
-import { expectOf, linkExpectations, viewOf, type PlanSummary } from './run.js'
+import { expectOf, linkExpectations } from './expect.js'
+import { viewOf } from './views.js'
+import type { PlanSummary } from './finish.js'
 import { verifyPaths, type Expect } from './verifier.js'
 import { phase } from '../progress.js'
 
@@ -39,7 +42,7 @@ export function checkDest (dest: string, workspace: string): void {
 }
 
 /** Write the view at the start of `turn` into the new directory `dest` (verified). */
-export async function forkView (session: Session, turn: number, destArg: string): Promise<{ dest: string, summary: PlanSummary }> {
+export async function forkView (session: Session, turn: number, destArg: string, faults: Faults = NO_FAULTS): Promise<{ dest: string, summary: PlanSummary }> {
   const dest = resolve(destArg)
   checkDest(dest, session.workspace)
   const parent = dirname(dest)
@@ -68,7 +71,7 @@ export async function forkView (session: Session, turn: number, destArg: string)
     for (const op of plan.ops) if (op.op === 'write' || op.op === 'anchor') delete op.content
     const bytes = plan.ops.reduce((n, op) => n + (op.op === 'write' ? op.size : 0), 0)
     const writing = phase('writing', 'operations', plan.ops.length, bytes)
-    const applied = applyOps(destOrigin, session.chunks, plan.ops, { planId: 'fork', readContent, onOp: () => writing.item() })
+    const applied = applyOps(destOrigin, session.chunks, plan.ops, { planId: 'fork', readContent, onOp: () => writing.item(), faults: { afterWrite: faults.afterWrite } })
     writing.end()
     // What each path must hold: the source's content hashed again, not what was just written.
     const hashing = phase('hashing the source', 'paths', plan.ops.length, bytes)

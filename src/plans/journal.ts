@@ -18,7 +18,7 @@ import type { Session, StackChange } from '../session/session.js'
 import { decode, encode } from '../store/codec.js'
 import { JOURNAL_KEY, prefixEnd, type BatchOp } from '../store/keys.js'
 import type { Store } from '../store/store.js'
-import type { Fingerprint } from './applier.js'
+import type { Fingerprint } from './real-tree.js'
 import type { PlanOp } from './planner.js'
 import type { Expect } from './verifier.js'
 

@@ -7,7 +7,8 @@ import type { Session, TurnInfo } from '../session/session.js'
 import { underneathOf } from '../store/underneath.js'
 import { describeChanges, totals, type Change } from './changes.js'
 import { planViews, touchedPaths } from './planner.js'
-import { findDrift, layersOf, realToStack, viewOf } from './run.js'
+import { findDrift } from './drift.js'
+import { layersOf, realToStack, viewOf } from './views.js'
 
 export interface RewindPreview {
   canRewind: boolean

@@ -13,7 +13,8 @@ import { CHUNK_SIZE } from '../store/entries.js'
 import { fingerprintDrift } from '../store/fingerprints.js'
 import { absorbOutsideChanges, type Absorbed } from './absorb.js'
 import { sameStaged } from './git-index.js'
-import { expectOf, viewOf } from './run.js'
+import { expectOf } from './expect.js'
+import { viewOf } from './views.js'
 
 /** Larger indexes are not compared (a repository of a million files has one of ~100 MB). */
 const MAX_INDEX_BYTES = 256 * 1024 * 1024

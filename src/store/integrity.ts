@@ -16,8 +16,8 @@ import { join } from 'node:path'
 import { CpfsError } from '../errors.js'
 import { decode } from './codec.js'
 import { turnKey } from './keys.js'
-import type { Store } from './store.js'
 import type { WalScan } from './wal.js'
+import { corruptHint } from './damage.js'
 
 /** The number of the last synced batch, inside LevelDB. */
 export const INTEGRITY_KEY = 's'
@@ -41,15 +41,18 @@ export interface StoreProblem {
   turns?: number[]
 }
 
-export function corruptHint (where: string): string {
-  return `run cpfs fsck ${where} to see what is lost and repair what can be`
-}
-
-/** A LevelDB corruption error as STORE_CORRUPT naming the store; null for other errors. */
-export function levelError (path: string, err: any): CpfsError | null {
-  const code = err?.code ?? err?.cause?.code
-  if (code !== 'LEVEL_CORRUPTION') return null
-  return new CpfsError('STORE_CORRUPT', `store ${path} is damaged: ${err?.cause?.message ?? err?.message}`, corruptHint(path), { cause: err })
+/**
+ * What the checks read and keep of an open store. The Store of store.ts is one; it is named
+ * here, not imported, because store.ts runs these checks: only one of the two knows the other.
+ */
+export interface CheckedStore {
+  readonly path: string
+  /** The number of the last synced batch: read from INTEGRITY_KEY when the store opens. */
+  syncCount: number
+  meta: { stack: number[] }
+  getSync: (key: string) => Buffer | undefined
+  /** How the workspace is named in a hint. */
+  workspaceHint: () => string
 }
 
 export function readWitness (path: string): Witness | null {
@@ -61,14 +64,14 @@ export function readWitness (path: string): Witness | null {
   }
 }
 
-const lastWritten = new WeakMap<Store, number>()
-const witnessFds = new WeakMap<Store, number>()
+const lastWritten = new WeakMap<CheckedStore, number>()
+const witnessFds = new WeakMap<CheckedStore, number>()
 
 /**
  * The witness as one fixed-size pwrite into a file kept open: rewriting it with writeFileSync
  * truncates it first, and ext4 (auto_da_alloc) then flushes it on close, ~3 ms per sealed turn.
  */
-function putWitness (store: Store, w: Witness): void {
+function putWitness (store: CheckedStore, w: Witness): void {
   let fd = witnessFds.get(store)
   if (fd === undefined) {
     fd = openSync(join(store.path, WITNESS_FILE), constants.O_RDWR | constants.O_CREAT, 0o600)
@@ -81,7 +84,7 @@ function putWitness (store: Store, w: Witness): void {
 const WITNESS_BYTES = 64
 
 /** After synced batch `n` is on disk. Not synced itself: the witness may only lag. */
-export function writeWitness (store: Store, n: number): void {
+export function writeWitness (store: CheckedStore, n: number): void {
   if ((lastWritten.get(store) ?? 0) >= n) return
   lastWritten.set(store, n)
   try {
@@ -92,12 +95,12 @@ export function writeWitness (store: Store, n: number): void {
 }
 
 /** Forget the witness's past (fsck accepted a loss): the witness is set to what LevelDB holds. */
-export function resetWitness (store: Store): void {
+export function resetWitness (store: CheckedStore): void {
   lastWritten.set(store, store.syncCount)
   putWitness(store, { n: store.syncCount, turns: store.meta.stack.length })
 }
 
-export function closeWitness (store: Store): void {
+export function closeWitness (store: CheckedStore): void {
   const fd = witnessFds.get(store)
   if (fd === undefined) return
   witnessFds.delete(store)
@@ -105,7 +108,7 @@ export function closeWitness (store: Store): void {
 }
 
 /** The checks of an opening, after the write-ahead log was replayed and the metadata read. */
-export function checkOnOpen (store: Store): StoreProblem[] {
+export function checkOnOpen (store: CheckedStore): StoreProblem[] {
   const out: StoreProblem[] = []
   const hint = corruptHint(store.workspaceHint())
   const raw = store.getSync(INTEGRITY_KEY)
@@ -129,7 +132,7 @@ export function checkOnOpen (store: Store): StoreProblem[] {
  * Every layer of the stack has its turn record (fsck only: stores of earlier versions are not
  * known to have written one for every layer, and a record holds only labels and times).
  */
-export function missingTurnRecords (store: Store): StoreProblem[] {
+export function missingTurnRecords (store: CheckedStore): StoreProblem[] {
   const missing: number[] = []
   store.meta.stack.forEach((layer, i) => { if (store.getSync(turnKey(layer)) === undefined) missing.push(i + 1) })
   if (!missing.length) return []

@@ -3,7 +3,8 @@
 // that moves the stack pointer, a sealed turn is one synced batch.
 import { ClassicLevel } from 'classic-level'
 import { mkdirSync, statSync } from 'node:fs'
-import { INTEGRITY_KEY, checkOnOpen, closeWitness, corruptHint, levelError, writeWitness, type StoreProblem } from './integrity.js'
+import { INTEGRITY_KEY, checkOnOpen, closeWitness, writeWitness, type StoreProblem } from './integrity.js'
+import { corruptHint, levelError } from './damage.js'
 import { join } from 'node:path'
 import { reserveBytes } from './config.js'
 import { CpfsError, isCpfsError } from '../errors.js'
