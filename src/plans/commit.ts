@@ -10,9 +10,6 @@ import { lstatReal } from '../overlay/real.js'
 import { removeAnchors } from './applier.js'
 import type { PlanOp } from './planner.js'
 
-/** Store key of the paths the last plan skipped (shown by cpfs status). */
-export const SKIPPED_KEY = 'k'
-
 /** Store key of the anchors (hard links) a committed plan still has to remove. */
 export const ANCHORS_KEY = 'a'
 
@@ -82,7 +79,7 @@ export async function dropAnchors (session: Session): Promise<void> {
 export async function commitPlan (session: Session, stack: number[], after: StackChange | undefined, extra: BatchOp[]): Promise<void> {
   const ops: BatchOp[] = []
   if (after) {
-    for (const id of [...after.newLayers, ...after.stack]) if (!session.history.layers.has(id)) session.history.layers.set(id, await session.store.loadLayer(id))
+    await session.history.load([...after.newLayers, ...after.stack])
     append(ops, session.applyChange(after))
   }
   // The records `after` writes are not in the store yet: sealing the head must see its own.

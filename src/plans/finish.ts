@@ -6,7 +6,7 @@ import { belowAny } from '../overlay/paths.js'
 import { fingerprintOf } from '../store/fingerprints.js'
 import type { Session } from '../session/session.js'
 import { encode } from '../store/codec.js'
-import type { BatchOp } from '../store/keys.js'
+import { SKIPPED_KEY, type BatchOp } from '../store/keys.js'
 import { Progress, hasJournal, readJournal, retireJournal, type Journal } from './journal.js'
 import { applyOps, cleanTemps, removeAnchors, type ApplyResult } from './applier.js'
 import { planViews, type PlanOp } from './planner.js'
@@ -18,7 +18,7 @@ import { chunkLen } from '../store/entries.js'
 import { NO_FAULTS, type Faults } from './faults.js'
 import { materialise } from './expect.js'
 import { viewOf } from './views.js'
-import { ANCHORS_KEY, SKIPPED_KEY, commitPlan, dropAnchors, recordFingerprints, writeFingerprints } from './commit.js'
+import { ANCHORS_KEY, commitPlan, dropAnchors, recordFingerprints, writeFingerprints } from './commit.js'
 
 export interface PlanSummary {
   ops: number
@@ -154,7 +154,7 @@ async function commitFinished (session: Session, j: Journal, skipped: string[], 
 async function rollBack (session: Session, j: Journal, faults: Faults): Promise<void> {
   const origin = session.origin
   cleanTemps(origin, j.ops, j.id)
-  for (const id of [...(j.after?.newLayers ?? []), ...j.targetStack]) if (!session.history.layers.has(id)) session.history.layers.set(id, await session.store.loadLayer(id))
+  await session.history.load([...(j.after?.newLayers ?? []), ...j.targetStack])
   const before = await viewOf(session, session.meta.applied)
   const planned = await viewOf(session, j.targetStack)
   const touched = new Set(j.ops.map(o => o.path))

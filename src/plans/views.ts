@@ -6,19 +6,11 @@ import type { Session } from '../session/session.js'
 import type { Entry } from '../store/entries.js'
 import { touchedPaths } from './planner.js'
 
+/** The layers of `stack`, in order, loaded through the history (which keeps them). */
 export async function layersOf (session: Session, stack: number[]): Promise<Array<Map<string, Entry>>> {
-  const out: Array<Map<string, Entry>> = []
-  for (const id of stack) {
-    let l = session.history.layers.get(id)
-    if (!l) {
-      l = await session.store.loadLayer(id)
-      session.history.layers.set(id, l)
-    }
-    out.push(l)
-  }
-  return out
+  await session.history.load(stack)
+  return session.history.entriesOf(stack)
 }
-
 
 /** The view of `stack` over the real directory. */
 export async function viewOf (session: Session, stack: number[]): Promise<View> {

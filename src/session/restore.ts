@@ -71,7 +71,7 @@ export async function prepareRestore (session: RestoreParts, spec: string | numb
   // leaves the history as it was (no layer, no sealed head, redo kept).
   const commit = (): { change: StackChange, preOps: BatchOp[] } => {
     const layer = history.meta.nextLayer++
-    history.layers.set(layer, copy)
+    history.adopt(layer, copy)
     const rec: TurnRecord = { ...store.turnRecord(history.headLayer), layer }
     const preOps: BatchOp[] = [...copy].map(([p, e]) => ({ type: 'put' as const, key: entryKey(layer, p), value: encodeEntry(e) }))
     return { change: { stack: [...stack.slice(0, -1), layer], redo: [], records: [rec], newLayers: [layer] }, preOps }

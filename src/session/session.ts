@@ -20,7 +20,7 @@ import { View } from '../overlay/view.js'
 import { ChunkStore } from '../store/chunks.js'
 import { decode } from '../store/codec.js'
 import type { Entry } from '../store/entries.js'
-import type { BatchOp } from '../store/keys.js'
+import { SKIPPED_KEY, type BatchOp } from '../store/keys.js'
 import { Store, type TurnRecord } from '../store/store.js'
 import { RealCapture } from './capture.js'
 import { HeadChunks } from './head-chunks.js'
@@ -300,7 +300,7 @@ export class Session {
   }
 
   status (): SessionStatus {
-    const skipped = this.store.getSync('k')
+    const skipped = this.store.getSync(SKIPPED_KEY)
     const capturing = this.capture.capturing
     return {
       workspace: this.workspace,

@@ -15,6 +15,8 @@
 
 export const META_KEY = 'm'
 export const JOURNAL_KEY = 'j'
+/** The paths the last plan skipped because another process changed them (cpfs status). */
+export const SKIPPED_KEY = 'k'
 
 export function layerId (n: number): string {
   return n.toString().padStart(10, '0')
