@@ -12,6 +12,7 @@ import { Shutdown } from './shutdown.js'
 import { Channel } from '../fuse/channel.js'
 import { OP_NAMES } from '../fuse/kernel.js'
 import { FuseOps } from '../fuse/ops.js'
+import { NAME_MAX, nameMax } from '../overlay/limits.js'
 import { cacheTimeout, checkFuse, mountFuse, unmountPath } from '../fuse/mount.js'
 import { Notifier } from '../fuse/invalidate.js'
 import { WatcherEvents } from './watchers.js'
@@ -113,7 +114,7 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
     throw err
   }
   const ch = new Channel(fd)
-  const ops = new FuseOps(session, session.overlay.getattr('/').ino, { cacheTimeout: cacheTimeout() })
+  const ops = new FuseOps(session.overlay, session.persister, session.overlay.getattr('/').ino, { cacheTimeout: cacheTimeout(), nameMax: Math.min(NAME_MAX, nameMax(session.origin.dirFd)) })
   ops.register(ch)
   const notifier = new Notifier(fd)
   ops.onAttrsChanged = (id) => {

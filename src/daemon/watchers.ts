@@ -22,8 +22,8 @@ import type { Channel } from '../fuse/channel.js'
 import { ENTRY_OUT, FATTR, GETATTR_FH, Op, OUT_HEADER } from '../fuse/kernel.js'
 import type { Node } from '../fuse/nodes.js'
 import type { FuseOps } from '../fuse/ops.js'
-import { putEntry, type Request, type WireAttr } from '../fuse/wire.js'
-import type { Attr } from '../overlay/overlay.js'
+import { putEntry, type Request } from '../fuse/wire.js'
+import { wire } from '../fuse/context.js'
 import { depth, join } from '../overlay/paths.js'
 import { resolvedType, View } from '../overlay/view.js'
 import type { Session } from '../session/session.js'
@@ -34,22 +34,8 @@ const SLICE = 256
 /** The layers of the view before a change (the head copied: a restore changes it in place). */
 export type Before = Array<Map<string, Entry>>
 
-/** Attributes as the FUSE wire wants them (the same conversion as ops.ts). */
-function wireAttr (a: Attr): WireAttr {
-  const split = (ms: number, ns: number): [number, number] => {
-    const s = Math.floor(ms / 1000)
-    return [s, (ms - s * 1000) * 1000000 + ns]
-  }
-  const [atime, atimeNs] = split(a.atime, a.atimeNs)
-  const [mtime, mtimeNs] = split(a.mtime, a.mtimeNs)
-  const [ctime, ctimeNs] = split(a.ctime, a.ctimeNs)
-  return { ino: a.ino, size: a.size, blocks: a.blocks, atime, atimeNs, mtime, mtimeNs, ctime, ctimeNs, mode: a.mode, nlink: a.nlink, uid: a.uid, gid: a.gid, rdev: a.rdev, blksize: 4096 }
-}
-
 export class WatcherEvents {
   private readonly worker: Worker
-  /** The worker thread's id: the pid field of the FUSE requests it causes. 0 until it started. */
-  private tid = 0
   private readonly started: Promise<void>
   private next = 0
   private readonly waiting = new Map<number, () => void>()
@@ -66,7 +52,8 @@ export class WatcherEvents {
     this.started = new Promise((resolve) => { ready = resolve })
     this.worker.on('message', (m: { tid?: number, id?: number }) => {
       if (m.tid !== undefined) {
-        this.tid = m.tid
+        // The worker thread's id is the pid field of the FUSE requests it causes.
+        this.ch.ownPid = m.tid
         ready()
         return
       }
@@ -81,10 +68,7 @@ export class WatcherEvents {
       for (const done of this.waiting.values()) done()
       this.waiting.clear()
     })
-    const dispatch = ch.dispatch.bind(ch)
-    ch.dispatch = (req) => {
-      if (this.tid === 0 || req.pid !== this.tid || !this.answer(req)) dispatch(req)
-    }
+    ch.ownRequests = (req) => this.answer(req)
   }
 
   /** Answer one of the worker's requests without recording anything; false: the usual handler. */
@@ -132,7 +116,7 @@ export class WatcherEvents {
     rm.byIno.set(a.ino, node)
     // The name is never cached (others look it up again and get ENOENT); the attributes are, a
     // little, for the permission checks of the worker's walk below a removed directory.
-    putEntry(this.ch.out, OUT_HEADER, node.id, 0, 0, 10, wireAttr(a))
+    putEntry(this.ch.out, OUT_HEADER, node.id, 0, 0, 10, wire(a))
     this.ch.send(req, ENTRY_OUT)
     return true
   }

@@ -77,7 +77,7 @@ export class AttrOps {
     // ftruncate is like a write (durable on close or fsync); truncate(2) by name and every
     // metadata change answer once stored.
     if (valid & ~(FATTR.SIZE | FATTR.FH | FATTR.LOCKOWNER) || !(valid & FATTR.FH)) {
-      c.after(r, this.cx.session.persister.durable(), () => {
+      c.after(r, this.cx.durability.durable(), () => {
         putAttrOut(c.out, OUT_HEADER, this.cx.attrTtl(a), wire(a))
         return ATTR_OUT
       })

@@ -100,8 +100,18 @@ export class Channel {
     this.onEnd(why)
   }
 
+  /**
+   * Requests from one of the daemon's own threads, answered before the handlers see them:
+   * true when it answered (daemon/watchers.ts: the requests its worker makes to raise inotify
+   * events change nothing). null: every request goes to its handler.
+   */
+  ownRequests: ((req: Request) => boolean) | null = null
+  /** Its pid: only requests with it go to ownRequests. 0: none. */
+  ownPid = 0
+
   /** Handle one request (the read loop calls this; tests call it with crafted requests). */
   dispatch (req: Request): void {
+    if (this.ownPid !== 0 && req.pid === this.ownPid && this.ownRequests?.(req)) return
     const name = OP_NAMES[req.opcode] ?? `op${req.opcode}`
     const t0 = performance.now()
     const h = this.handlers[req.opcode]

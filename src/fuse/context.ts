@@ -4,16 +4,20 @@ import * as fs from 'node:fs'
 import { fsError } from '../errors.js'
 import type { Attr, Caller, KillSetId } from '../overlay/overlay.js'
 import { join } from '../overlay/paths.js'
-import type { Session } from '../session/session.js'
+import type { Durability, Filesystem } from './contract.js'
 import type { Channel } from './channel.js'
 import { ATTR_OUT, ENTRY_OUT, OUT_HEADER } from './kernel.js'
 import { Nodes } from './nodes.js'
 import { putAttrOut, putEntry, type Request, type WireAttr } from './wire.js'
-import { NAME_MAX, nameMax } from '../overlay/limits.js'
 
 export interface FuseConfig {
   /** Seconds the kernel may cache entries, attributes and negative lookups (0 = no caching). */
   cacheTimeout: number
+  /**
+   * The longest name the mount takes: Linux's NAME_MAX, or less if the real directory's
+   * filesystem takes less (so that what is written can be applied).
+   */
+  nameMax: number
 }
 
 export function wire (a: Attr): WireAttr {
@@ -66,7 +70,6 @@ export function killSetId (req: Request): KillSetId {
 
 export class OpsContext {
   readonly nodes: Nodes
-  readonly session: Session
   readonly ttl: number
   /** The longest name the mount takes: Linux's NAME_MAX, or less if the real directory's filesystem takes less (so that what is written can be applied). */
   readonly nameMax: number
@@ -74,15 +77,14 @@ export class OpsContext {
   negotiated = { minor: 0, flags: 0, flags2: 0 }
 
   /** attrsChanged: the kernel's cached attributes of this node must go (the daemon invalidates them). */
-  constructor (session: Session, rootIno: number, cfg: FuseConfig, readonly attrsChanged: (nodeid: number) => void) {
-    this.session = session
+  constructor (readonly fs: Filesystem, readonly durability: Durability, rootIno: number, cfg: FuseConfig, readonly attrsChanged: (nodeid: number) => void) {
     this.nodes = new Nodes(rootIno)
     this.ttl = cfg.cacheTimeout
-    this.nameMax = Math.min(NAME_MAX, nameMax(session.origin.dirFd))
+    this.nameMax = cfg.nameMax
   }
 
-  get ov () {
-    return this.session.overlay
+  get ov (): Filesystem {
+    return this.fs
   }
 
   /**
@@ -102,7 +104,7 @@ export class OpsContext {
 
   /** An entry reply for a new name, sent once the change is in the store (Session.durable). */
   created (c: Channel, r: Request, path: string, a: Attr): void {
-    c.after(r, this.session.persister.durable(), () => {
+    c.after(r, this.durability.durable(), () => {
       const node = this.nodes.remember(a.ino, path)
       putEntry(c.out, OUT_HEADER, node.id, 0, this.ttl, this.attrTtl(a), wire(a))
       return ENTRY_OUT
@@ -111,7 +113,7 @@ export class OpsContext {
 
   /** An empty reply once the change is in the store. */
   done (c: Channel, r: Request): void {
-    c.after(r, this.session.persister.durable(), () => 0)
+    c.after(r, this.durability.durable(), () => 0)
   }
 
   attr (c: Channel, r: Request, a: Attr): void {

@@ -7,6 +7,9 @@ import { MAX_WRITE } from './channel.js'
 import { ENTRY_OUT, FOPEN, OPEN_OUT, OUT_HEADER, SEEK_DATA, SEEK_HOLE, OPEN_KILL_SUIDGID, WRITE_KILL_SUIDGID } from './kernel.js'
 import { putEntry, putOpenOut, u64, writeU64, type Request } from './wire.js'
 import { caller, killSetId, wire, type OpsContext } from './context.js'
+import { errnoOf } from './errno.js'
+
+const ENOSYS = errnoOf('ENOSYS')
 
 export class FileOps {
   /** Handles opened for writing: close (FLUSH) waits for their data to reach the store. */
@@ -56,7 +59,7 @@ export class FileOps {
     }
     this.writable.add(fh)
     const a = this.ov.fgetattr(fh, path)
-    c.after(r, this.cx.session.persister.durable(), () => {
+    c.after(r, this.cx.durability.durable(), () => {
       const node = this.cx.nodes.remember(a.ino, path)
       putEntry(c.out, OUT_HEADER, node.id, 0, this.cx.ttl, this.cx.attrTtl(a), wire(a))
       putOpenOut(c.out, OUT_HEADER + ENTRY_OUT, fh, this.openFlags(true), 0)
@@ -85,13 +88,13 @@ export class FileOps {
     const n = size
     // The kernel does not drop its cached mode after a write that cleared set-ID bits.
     if (this.ov.write(fh, r.buf.subarray(dataAt, dataAt + size), size, pos, kill)) this.cx.attrsChanged(r.nodeid)
-    this.cx.session.persister.noteWritten(n)
+    this.cx.durability.noteWritten(n)
     const reply = () => {
       c.out.writeUInt32LE(n, OUT_HEADER)
       c.out.writeUInt32LE(0, OUT_HEADER + 4)
       return 8
     }
-    const wait = this.cx.session.persister.backpressure()
+    const wait = this.cx.durability.backpressure()
     if (wait) c.after(r, wait, reply)
     else c.send(r, reply())
   }
@@ -102,6 +105,7 @@ export class FileOps {
     const offset = u64(r.buf, r.body + 8)
     const length = u64(r.buf, r.body + 16)
     const mode = r.buf.readUInt32LE(r.body + 24)
+    if (!this.ov.fallocate) throw fsError('ENOTSUP', 'fallocate') // EOPNOTSUPP: posix_fallocate(3) writes zeros instead
     this.ov.fallocate(fh, mode, offset, length)
     c.error(r, 0)
   }
@@ -112,6 +116,8 @@ export class FileOps {
     const offset = u64(r.buf, r.body + 8)
     const whence = r.buf.readUInt32LE(r.body + 16)
     if (whence !== SEEK_DATA && whence !== SEEK_HOLE) throw fsError('EINVAL', 'lseek') // the kernel does SET/CUR/END itself
+    // ENOSYS: the kernel stops asking and treats the whole file as data (contract.ts).
+    if (!this.ov.lseek) return c.error(r, ENOSYS)
     const at = this.ov.lseek(fh, offset, whence === SEEK_DATA ? 'data' : 'hole')
     if (at < 0) throw fsError('ENXIO', 'lseek')
     writeU64(c.out, OUT_HEADER, at)
@@ -124,7 +130,7 @@ export class FileOps {
     // opened with FOPEN_NOFLUSH, so this only runs for writers.
     const fh = u64(r.buf, r.body)
     if (!this.writable.has(fh)) return c.error(r, 0)
-    c.later(r, this.cx.session.persister.flushAll(false), 'flush')
+    c.later(r, this.cx.durability.flushAll(false), 'flush')
   }
 
   release (r: Request, c: Channel): void {

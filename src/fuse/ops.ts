@@ -1,11 +1,11 @@
 // FUSE request handlers: pure translation. Each decodes its request body (layouts in
-// kernel.ts), turns node ids into overlay paths (nodes.ts), calls the overlay or the session,
-// and encodes the reply; errors become errno in one place (errno.ts, through the channel).
+// kernel.ts), turns node ids into paths (nodes.ts), calls the filesystem (contract.ts), and
+// encodes the reply; errors become errno in one place (errno.ts, through the channel).
 // The overlay is synchronous, so a request runs to completion before the next one starts;
 // only durability (flush, fsync) waits, and replies when the store has the data.
 // The handlers come in groups (attrs.ts, namespace.ts, files.ts, dirs.ts, xattrs.ts) that
 // share one OpsContext (context.ts); FuseOps answers INIT and routes every request to its group.
-import type { Session } from '../session/session.js'
+import type { Durability, Filesystem } from './contract.js'
 import type { Channel } from './channel.js'
 import { MAX_WRITE } from './channel.js'
 import { INIT, INIT2, INIT_OUT, KERNEL_MINOR, KERNEL_VERSION, OUT_HEADER, Op } from './kernel.js'
@@ -34,9 +34,10 @@ export class FuseOps {
   /** Called once INIT is answered: from then on the mount serves requests. */
   onInit: () => void = () => {}
 
-  constructor (session: Session, rootIno: number, cfg: FuseConfig) {
+  /** Serves `fs` (the overlay); replies that promise durability wait on `durability` (the persister). */
+  constructor (fs: Filesystem, durability: Durability, rootIno: number, cfg: FuseConfig) {
     // onAttrsChanged is looked up at each call: the daemon sets it after construction.
-    this.cx = new OpsContext(session, rootIno, cfg, (nodeid) => this.onAttrsChanged(nodeid))
+    this.cx = new OpsContext(fs, durability, rootIno, cfg, (nodeid) => this.onAttrsChanged(nodeid))
     this.nodes = this.cx.nodes
     this.attrs = new AttrOps(this.cx)
     this.names = new NamespaceOps(this.cx)
@@ -53,7 +54,7 @@ export class FuseOps {
   register (ch: Channel): void {
     const on = (op: Op, h: (req: Request, ch: Channel) => void) => ch.on(op, h)
     const { attrs, names, files, dirs, xattrs } = this
-    const session = this.cx.session
+    const durability = this.cx.durability
     on(Op.INIT, (r, c) => this.init(r, c))
     on(Op.DESTROY, (r, c) => { c.error(r, 0); this.onDestroy() })
     on(Op.LOOKUP, (r, c) => attrs.lookup(r, c))
@@ -77,9 +78,9 @@ export class FuseOps {
     on(Op.STATFS, (r, c) => attrs.statfs(r, c))
     on(Op.FLUSH, (r, c) => files.flush(r, c))
     on(Op.RELEASE, (r, c) => files.release(r, c))
-    on(Op.FSYNC, (r, c) => c.later(r, session.persister.flushAll(true), 'fsync'))
-    on(Op.FSYNCDIR, (r, c) => c.later(r, session.persister.flushAll(true), 'fsyncdir'))
-    on(Op.SYNCFS, (r, c) => c.later(r, session.persister.flushAll(true), 'syncfs'))
+    on(Op.FSYNC, (r, c) => c.later(r, durability.flushAll(true), 'fsync'))
+    on(Op.FSYNCDIR, (r, c) => c.later(r, durability.flushAll(true), 'fsyncdir'))
+    on(Op.SYNCFS, (r, c) => c.later(r, durability.flushAll(true), 'syncfs'))
     on(Op.OPENDIR, (r, c) => dirs.opendir(r, c))
     on(Op.READDIR, (r, c) => dirs.readdir(r, c, false))
     on(Op.READDIRPLUS, (r, c) => dirs.readdir(r, c, true))
