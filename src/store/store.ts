@@ -110,10 +110,25 @@ export class Store {
     makePrivate(path)
     const store = new Store(path)
     store.workspace = opts.workspace
+    await store.openLevel(opts)
+    try {
+      await store.replayWal(opts.tolerate === true)
+    } catch (err: any) {
+      await store.close()
+      if (isCpfsError(err)) throw err
+      throw new CpfsError('STORE_OPEN', `cannot replay the write-ahead log of store ${path}: ${err?.message ?? err}`, 'free space on the store disk and run the command again; nothing was lost', { cause: err })
+    }
+    await store.loadMeta(opts)
+    return store
+  }
+
+  /** Open LevelDB, each failure as the one line that names it. */
+  private async openLevel (opts: { workspace: string, create: boolean }): Promise<void> {
+    const path = this.path
     // What LevelDB creates now (its log, manifest, LOG) is private from the start.
     const mask = process.umask(0o077)
     try {
-      await store.db.open({ createIfMissing: opts.create })
+      await this.db.open({ createIfMissing: opts.create })
     } catch (err: any) {
       const cause = err?.cause
       const code = cause?.code ?? err?.code
@@ -130,13 +145,12 @@ export class Store {
     } finally {
       process.umask(mask)
     }
-    try {
-      await store.replayWal(opts.tolerate === true)
-    } catch (err: any) {
-      await store.close()
-      if (isCpfsError(err)) throw err
-      throw new CpfsError('STORE_OPEN', `cannot replay the write-ahead log of store ${path}: ${err?.message ?? err}`, 'free space on the store disk and run the command again; nothing was lost', { cause: err })
-    }
+  }
+
+  /** The history's metadata: read and checked (an older version is upgraded), or made for a new store. */
+  private async loadMeta (opts: { workspace: string, create: boolean, tolerate?: boolean }): Promise<void> {
+    const { path } = this
+    const store = this
     const raw = store.db.getSync(META_KEY)
     if (raw) {
       // (version checked below; an older store is upgraded in memory and saved as 3 with its next batch)
@@ -174,7 +188,6 @@ export class Store {
         { type: 'put', key: turnKey(1), value: encode(turn) }
       ], { sync: true })
     }
-    return store
   }
 
   /**
