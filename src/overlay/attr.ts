@@ -2,25 +2,9 @@
 // change, and how attributes are made from whatever a path resolves to.
 import { S_IFMT, storedBytes, typeBits, type LiveEntry, type Time } from '../store/entries.js'
 import type { Resolved } from './view.js'
+import type { Attr } from './stat.js'
 
-export interface Attr {
-  /** Full st_mode, type bits included. */
-  mode: number
-  uid: number
-  gid: number
-  size: number
-  /** Times in milliseconds, and the nanoseconds within the millisecond. */
-  atime: number
-  mtime: number
-  ctime: number
-  atimeNs: number
-  mtimeNs: number
-  ctimeNs: number
-  ino: number
-  nlink: number
-  blocks: number
-  rdev: number
-}
+export type { Attr } from './stat.js'
 
 /** Who asks: the owner new files get (from the FUSE request header). */
 export interface Caller {

@@ -11,6 +11,7 @@ import { CHUNK_SIZE, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG, srcBytes, type Entry, ty
 import type { ChunkStore } from '../store/chunks.js'
 import { isWithin, join, parentOf } from './paths.js'
 import { BaseMap } from './base.js'
+import type { OriginStat } from './stat.js'
 import { DirHandles, FileHandles } from './handles.js'
 import { openFile, readDirNoFollow } from './nofollow.js'
 
@@ -29,24 +30,7 @@ function lstatOrNull (path: string, out: Float64Array): boolean {
 /** Entries of the real-stat cache before it starts over (~200 bytes each). */
 const CACHE_MAX = 500_000
 
-export interface OriginStat {
-  t: Kind
-  /** Full st_mode, type bits included. */
-  mode: number
-  uid: number
-  gid: number
-  size: number
-  atime: number
-  mtime: number
-  ctime: number
-  atimeNs: number
-  mtimeNs: number
-  ctimeNs: number
-  ino: number
-  nlink: number
-  blocks: number
-  rdev: number
-}
+export type { OriginStat } from './stat.js'
 
 export { failedAt } from './handles.js'
 
