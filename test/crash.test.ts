@@ -33,6 +33,10 @@ while True:
 EOF
 while [ ! -e fsynced.flag ]; do kill -0 $! || exit 1; sleep 0.05; done`
 
+// Dozens of kill -9s, remounts and plans: 420 s on a loaded 2-core VM, near tap's 600 s per
+// file. A hang guard, not a deadline.
+t.setTimeout(1_800_000)
+
 if (fuseAvailable(t)) {
   t.test('fsync and turn survive kill -9; remount recovers the head view', async t => {
     const w = workspace(t, TREE)

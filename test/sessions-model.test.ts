@@ -19,6 +19,10 @@ const FIRST_SEED = Number(process.env.CPFS_SESSIONS_SEED ?? 0x5e55)
 
 type Tree = Record<string, ManifestEntry>
 
+// Five sequences, each mounting, unmounting and killing daemons dozens of times: 70 to 310 s
+// each on a loaded 2-core VM, more than tap's 600 s per file. A hang guard, not a deadline.
+t.setTimeout(1_800_000)
+
 if (fuseAvailable(t)) {
   const runs: Array<{ seed: number, lower: string, title: string }> = []
   for (let s = 0; s < SEQUENCES; s++) runs.push({ seed: FIRST_SEED + s, lower: LOWER, title: `random session sequence, seed ${FIRST_SEED + s}` })
