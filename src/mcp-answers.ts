@@ -5,7 +5,7 @@
 // made list_turns answer 2.7 million characters, more than any agent's context takes. Lists
 // come in pages (offset, limit) with the next offset in the answer; what does not fit is
 // counted, never silently dropped.
-import type { Change } from './plans/changes.js'
+import type { Change } from './reports/changes.js'
 import type { PlanSummary } from './plans/finish.js'
 import type { TurnInfo } from './session/session.js'
 

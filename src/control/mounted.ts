@@ -9,7 +9,7 @@ import { call, PING_TIMEOUT_MS, type CallOptions } from './client.js'
 import type { ArgsOf, DaemonStatus, CommandName, Request, ResultOf } from './protocol.js'
 import { CpfsError, isCpfsError } from '../errors.js'
 import type { WatchInfo, WatchStatus } from '../store/underneath.js'
-import { normaliseUserPath } from '../overlay/paths.js'
+import { normaliseUserPath } from '../paths/paths.js'
 import { dirBytes, locateWorkspace, type Location } from '../store/locate.js'
 import { mountAt, mountHolding, stateDirOf, type MountEntry } from '../workspaces.js'
 

@@ -14,8 +14,8 @@
 // (control/mounted.ts) must stay as light as node starting.
 import type { WatchInfo, WatchStatus } from '../store/underneath.js'
 import type { OpStats } from '../fuse/stats.js'
-import type { Change } from '../plans/changes.js'
-import type { RewindPreview } from '../plans/preview.js'
+import type { Change } from '../reports/changes.js'
+import type { RewindPreview } from '../reports/preview.js'
 import type { PlanSummary } from '../plans/finish.js'
 import type { ProgressEvent } from '../progress.js'
 import type { TurnInfo } from '../session/reports.js'

@@ -6,7 +6,7 @@
 import type { Channel } from '../fuse/channel.js'
 import type { Notifier } from '../fuse/invalidate.js'
 import type { FuseOps } from '../fuse/ops.js'
-import { ancestors, baseName, belowAny, parentOf } from '../overlay/paths.js'
+import { ancestors, baseName, belowAny, parentOf } from '../paths/paths.js'
 import type { Session } from '../session/session.js'
 import { inoOfKey, isInoKey } from '../store/entries.js'
 import type { Before, WatcherEvents } from './watchers.js'

@@ -11,11 +11,11 @@
 // a plan runs, and refused, as documented).
 import * as fs from 'node:fs'
 import { native, type UnderneathEvent, type UnderneathHandle } from '../native/index.js'
-import { depth, join } from '../overlay/paths.js'
+import { depth, join } from '../paths/paths.js'
 import { keepBeforeOpen, keepMoved, noteMade } from '../session/underneath.js'
 import { underneathOps, type UnderneathWrite, type WatchInfo, type WatchStatus } from '../store/underneath.js'
 import { absorbOutsideChanges, type Absorbed } from '../plans/absorb.js'
-import { lstatReal } from '../overlay/real.js'
+import { lstatReal } from '../real/read.js'
 import { fingerprintDrift } from '../store/fingerprints.js'
 import type { Session } from '../session/session.js'
 

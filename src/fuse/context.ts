@@ -3,7 +3,7 @@
 import * as fs from 'node:fs'
 import { fsError } from '../errors.js'
 import type { Attr, Caller, KillSetId } from '../overlay/overlay.js'
-import { join } from '../overlay/paths.js'
+import { join } from '../paths/paths.js'
 import type { Durability, Filesystem } from './contract.js'
 import type { Channel } from './channel.js'
 import { ATTR_OUT, ENTRY_OUT, OUT_HEADER } from './kernel.js'

@@ -1,7 +1,7 @@
 // FUSE handlers of directory listings: OPENDIR, READDIR(PLUS), RELEASEDIR.
 import { fsError } from '../errors.js'
 import type { Attr } from '../overlay/overlay.js'
-import { join, parentOf } from '../overlay/paths.js'
+import { join, parentOf } from '../paths/paths.js'
 import type { Channel } from './channel.js'
 import { MAX_WRITE } from './channel.js'
 import { DIRENT, DIRENTPLUS, ENTRY_OUT, FOPEN, OPEN_OUT, OUT_HEADER, align8 } from './kernel.js'

@@ -1,6 +1,6 @@
 // FUSE handlers that change names: SYMLINK, MKNOD, MKDIR, UNLINK, RMDIR, RENAME(2), LINK.
 import { fsError } from '../errors.js'
-import { join } from '../overlay/paths.js'
+import { join } from '../paths/paths.js'
 import type { Channel } from './channel.js'
 import { RENAME_EXCHANGE, RENAME_NOREPLACE } from './kernel.js'
 import { u64, type Request } from './wire.js'

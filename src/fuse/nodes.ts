@@ -7,7 +7,7 @@
 // changes the tree itself (rewind, redo, restore).
 import { fsError } from '../errors.js'
 import type { FileNode } from '../overlay/overlay.js'
-import { isWithin, rebase } from '../overlay/paths.js'
+import { isWithin, rebase } from '../paths/paths.js'
 import { ROOT_ID } from './kernel.js'
 
 export interface Node {

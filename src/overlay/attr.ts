@@ -2,9 +2,9 @@
 // change, and how attributes are made from whatever a path resolves to.
 import { S_IFMT, storedBytes, typeBits, type LiveEntry, type Time } from '../store/entries.js'
 import type { Resolved } from './view.js'
-import type { Attr } from './stat.js'
+import type { Attr } from '../real/stat.js'
 
-export type { Attr } from './stat.js'
+export type { Attr } from '../real/stat.js'
 
 /** Who asks: the owner new files get (from the FUSE request header). */
 export interface Caller {

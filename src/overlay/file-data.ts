@@ -11,7 +11,7 @@ import type { HeadLayer } from './head-layer.js'
 import type { OverlayHooks } from './hooks.js'
 import type { Lookups } from './lookups.js'
 import type { OpenFiles } from './open-files.js'
-import { readEntry, type Origin, type SrcRead } from './origin.js'
+import { readEntry, type Origin, type SrcRead } from '../real/lower.js'
 import { CAPABILITY, dropPrivileges } from './privileges.js'
 
 export class FileData {

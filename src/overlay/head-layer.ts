@@ -12,7 +12,7 @@ import { S_IFMT, cloneEntry, isInoKey, now, setTime, type Entry, type FileEntry,
 import type { Caller } from './attr.js'
 import type { FileNode } from './file-node.js'
 import type { OverlayHooks } from './hooks.js'
-import type { Origin } from './origin.js'
+import type { Origin } from '../real/lower.js'
 import type { Resolved, View } from './view.js'
 
 export class HeadLayer {

@@ -7,7 +7,7 @@ import { attrOf, type Attr } from './attr.js'
 import type { FileNode } from './file-node.js'
 import type { HeadLayer } from './head-layer.js'
 import type { OpenFiles } from './open-files.js'
-import type { Origin } from './origin.js'
+import type { Origin } from '../real/lower.js'
 import { resolvedType } from './view.js'
 
 export class Lookups {

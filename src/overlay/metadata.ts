@@ -10,7 +10,7 @@ import type { HeadLayer } from './head-layer.js'
 import type { OverlayHooks } from './hooks.js'
 import type { Lookups } from './lookups.js'
 import type { OpenFiles } from './open-files.js'
-import type { Origin } from './origin.js'
+import type { Origin } from '../real/lower.js'
 import { dropPrivileges } from './privileges.js'
 
 // Linux's limits for extended attributes (limits.h: XATTR_NAME_MAX, XATTR_SIZE_MAX, XATTR_LIST_MAX).

@@ -15,7 +15,7 @@ import { attrOf, type Attr, type Caller } from './attr.js'
 import { FileNode } from './file-node.js'
 import type { HeadLayer } from './head-layer.js'
 import type { OverlayHooks } from './hooks.js'
-import { parentOf } from './paths.js'
+import { parentOf } from '../paths/paths.js'
 import { resolvedType, type Resolved } from './view.js'
 
 /** Linux's limit for a symlink's target (PATH_MAX including the NUL). */

@@ -6,8 +6,8 @@ import { metaOf } from './attr.js'
 import type { HeadLayer } from './head-layer.js'
 import type { OverlayHooks } from './hooks.js'
 import type { Namespace } from './namespace.js'
-import type { Origin } from './origin.js'
-import { isWithin, parentOf, rebase } from './paths.js'
+import type { Origin } from '../real/lower.js'
+import { isWithin, parentOf, rebase } from '../paths/paths.js'
 import { resolvedType, type Resolved } from './view.js'
 
 export class Renamer {

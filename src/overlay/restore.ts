@@ -7,8 +7,8 @@ import { attrOf, metaOf, type Caller } from './attr.js'
 import type { HeadLayer } from './head-layer.js'
 import type { OverlayHooks } from './hooks.js'
 import type { Namespace } from './namespace.js'
-import type { Origin } from './origin.js'
-import { isWithin, parentOf } from './paths.js'
+import type { Origin } from '../real/lower.js'
+import { isWithin, parentOf } from '../paths/paths.js'
 import { resolvedType, type Resolved, type View } from './view.js'
 
 export class Restorer {

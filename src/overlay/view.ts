@@ -8,9 +8,9 @@
 // has a record. `names` indexes the name entries by inode, so every name of a record is found
 // without a walk (real names without an entry of their own excepted: they share the real inode).
 import { inoKey, isInoKey, type Entry, type Kind, type LiveEntry } from '../store/entries.js'
-import type { Origin, OriginStat } from './origin.js'
-import { baseName, isWithin, join, parentOf } from './paths.js'
-import { PathMap } from './path-map.js'
+import type { Origin, OriginStat } from '../real/lower.js'
+import { baseName, isWithin, join, parentOf } from '../paths/paths.js'
+import { PathMap } from '../paths/path-map.js'
 
 /**
  * Where a path's state comes from. `key` is where that state lives in a layer: the path

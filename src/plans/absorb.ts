@@ -9,9 +9,9 @@
 // A path that a pending turn also changed is a conflict: it is left alone (the next plan
 // refuses and names it) unless `force` — then the outside version is recorded the same way
 // (so it stays in the history) and the pending turn's version wins.
-import { lstatReal } from '../overlay/real.js'
-import { realNames } from '../overlay/origin.js'
-import { ancestors, belowAny, depth, join } from '../overlay/paths.js'
+import { lstatReal } from '../real/read.js'
+import { realNames } from '../real/lower.js'
+import { ancestors, belowAny, depth, join } from '../paths/paths.js'
 import { resolvedType, type View } from '../overlay/view.js'
 import type { Session } from '../session/session.js'
 import { encode, encodeEntry } from '../store/codec.js'
@@ -19,7 +19,7 @@ import { cloneEntry, isInoKey, type Entry } from '../store/entries.js'
 import { fingerprintDrift, fingerprintOf } from '../store/fingerprints.js'
 import { entryKey, turnKey, type BatchOp } from '../store/keys.js'
 import type { TurnRecord } from '../store/store.js'
-import { realEntry } from '../overlay/real.js'
+import { realEntry } from '../real/read.js'
 
 export interface Absorbed {
   turn: number

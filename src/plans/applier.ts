@@ -7,11 +7,11 @@
 // to it (link to a temporary name, renamed into place). Anchors stay until the plan has
 // committed (commit.ts removes them), so a plan finished after a crash still finds them.
 import * as fs from 'node:fs'
-import type { Origin } from '../overlay/origin.js'
-import { isSafePath, isWithin, parentOf } from '../overlay/paths.js'
+import type { Origin } from '../real/lower.js'
+import { isSafePath, isWithin, parentOf } from '../paths/paths.js'
 import { CpfsError, isCpfsError } from '../errors.js'
 import type { ChunkStore } from '../store/chunks.js'
-import { lstatReal } from '../overlay/real.js'
+import { lstatReal } from '../real/read.js'
 import type { AnchorOp, PlanOp } from './planner.js'
 import { AT_FDCWD, native } from '../native/index.js'
 import { canChown, chmodNode, setFileAttrs, setMeta, setTimes, setXattrs } from './real-meta.js'

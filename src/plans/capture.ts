@@ -3,9 +3,9 @@
 // pre-session state stays restorable); `absorb` records outside changes as a turn; `freeze`
 // keeps history exact when it depends on real files that outside edits could change later.
 import * as fs from 'node:fs'
-import { lstatReal } from '../overlay/real.js'
-import { realDirents, realNames } from '../overlay/origin.js'
-import { join } from '../overlay/paths.js'
+import { lstatReal } from '../real/read.js'
+import { realDirents, realNames } from '../real/lower.js'
+import { join } from '../paths/paths.js'
 import type { Session } from '../session/session.js'
 import type { BatchOp } from '../store/keys.js'
 

@@ -1,12 +1,12 @@
 // Committing a plan: one synced batch makes the new applied stack (and the history change that
 // goes with it) take effect, after the fingerprints of what the plan wrote; then the anchors
 // (hard links, applier.ts) that a committed plan no longer needs go.
-import { isWithin } from '../overlay/paths.js'
+import { isWithin } from '../paths/paths.js'
 import { fingerprintOf } from '../store/fingerprints.js'
 import type { Session, StackChange } from '../session/session.js'
 import { decode } from '../store/codec.js'
 import type { BatchOp } from '../store/keys.js'
-import { lstatReal } from '../overlay/real.js'
+import { lstatReal } from '../real/read.js'
 import { removeAnchors } from './applier.js'
 import type { PlanOp } from './planner.js'
 

@@ -2,8 +2,8 @@
 // that is not all zeros, in index order. Zeros are never hashed, stored, written or compared
 // byte by byte: a 100 GiB sparse file written in the mount is applied as a sparse file, and
 // verified by reading only its data (SEEK_DATA / SEEK_HOLE on the real file).
-import type { Origin } from '../overlay/origin.js'
-import { chunkHex, realContent, type Sparse } from '../overlay/real.js'
+import type { Origin } from '../real/lower.js'
+import { chunkHex, realContent, type Sparse } from '../real/read.js'
 import { isZero, type ChunkStore } from '../store/chunks.js'
 import { CHUNK_SIZE, chunkCount, chunkLen, srcBytes, type FileEntry } from '../store/entries.js'
 import type { Content } from './planner.js'

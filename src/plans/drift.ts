@@ -1,11 +1,11 @@
 // Drift: where the real directory differs from what cpfs last knew of it. A plan is refused
 // over drift (unless --force), so that nothing another process wrote is replaced unseen.
 import type { View } from '../overlay/view.js'
-import { join } from '../overlay/paths.js'
-import { realNames, type Origin } from '../overlay/origin.js'
+import { join } from '../paths/paths.js'
+import { realNames, type Origin } from '../real/lower.js'
 import { fingerprintDrift, fingerprintOf } from '../store/fingerprints.js'
 import type { Session } from '../session/session.js'
-import { lstatReal, type RealState } from '../overlay/real.js'
+import { lstatReal, type RealState } from '../real/read.js'
 import { realContent, sameContent } from './content.js'
 import { planViews, type PlanOp } from './planner.js'
 import { expectOf } from './expect.js'

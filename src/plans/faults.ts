@@ -7,7 +7,7 @@
 // (faultsFromEnv): the tests drive real cpfs processes (the CLI, the daemon it starts), and
 // the environment is the one way into those. No other module reads these variables.
 import * as fs from 'node:fs'
-import type { Origin } from '../overlay/origin.js'
+import type { Origin } from '../real/lower.js'
 import type { PlanOp } from './planner.js'
 
 export interface Faults {

@@ -2,7 +2,7 @@
 // apply its operations, verify every path it touched, commit. A plan that cannot be applied,
 // or does not verify, is rolled back to what the real directory was, from the captures.
 import { CpfsError, isCpfsError } from '../errors.js'
-import { belowAny } from '../overlay/paths.js'
+import { belowAny } from '../paths/paths.js'
 import { fingerprintOf } from '../store/fingerprints.js'
 import type { Session } from '../session/session.js'
 import { encode } from '../store/codec.js'
@@ -10,7 +10,7 @@ import { SKIPPED_KEY, type BatchOp } from '../store/keys.js'
 import { Progress, hasJournal, readJournal, retireJournal, type Journal } from './journal.js'
 import { applyOps, cleanTemps, removeAnchors, type ApplyResult } from './applier.js'
 import { planViews, type PlanOp } from './planner.js'
-import { lstatReal } from '../overlay/real.js'
+import { lstatReal } from '../real/read.js'
 import type { Sparse } from './content.js'
 import { verifyPaths, type Expect, type VerifyResult } from './verifier.js'
 import { phase } from '../progress.js'

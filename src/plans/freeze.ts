@@ -4,13 +4,13 @@
 // the state a discarded or rewound turn started from. Outside edits between sessions must not
 // change those turns, so their origin is captured into the store now (base entries), once;
 // applied turns need nothing: the plan that applied them captured every path it changed.
-import { lstatReal } from '../overlay/real.js'
+import { lstatReal } from '../real/read.js'
 import type { Session } from '../session/session.js'
 import type { BatchOp } from '../store/keys.js'
 import { capture } from './capture.js'
 import { fingerprintDrift } from '../store/fingerprints.js'
 import { isInoKey } from '../store/entries.js'
-import { depth, parentOf } from '../overlay/paths.js'
+import { depth, parentOf } from '../paths/paths.js'
 
 export async function freezeOrigin (session: Session): Promise<number> {
   const meta = session.meta

@@ -14,7 +14,7 @@
 // (after every other change but directory modes) then make each name a link to it.
 import { FIRST_INO } from '../store/store.js'
 import { inoOfKey, isInoKey, srcBytes, type FileEntry, type Kind, type NodeEntry } from '../store/entries.js'
-import { ancestors, join } from '../overlay/paths.js'
+import { ancestors, join } from '../paths/paths.js'
 import { isLinked, resolvedType, type Resolved, type View } from '../overlay/view.js'
 
 export type Content =

@@ -3,9 +3,9 @@
 // opening a FIFO or a device (src/overlay/nofollow.ts says why).
 import * as fs from 'node:fs'
 import { AT_FDCWD, AT_SYMLINK_NOFOLLOW, native } from '../native/index.js'
-import { kindOf } from '../overlay/origin.js'
-import { NotExpected, withObject } from '../overlay/nofollow.js'
-import type { RealState } from '../overlay/real.js'
+import { kindOf } from '../real/lower.js'
+import { NotExpected, withObject } from '../real/nofollow.js'
+import type { RealState } from '../real/read.js'
 import { toSecNs } from '../store/entries.js'
 import type { Attrs, Times } from './planner.js'
 

@@ -2,12 +2,12 @@
 // path is still what the plan saw (fingerprints), write a file's content, remove a tree
 // without following symlinks, make a path's parents directories.
 import * as fs from 'node:fs'
-import { failedAt, realNames, type Origin } from '../overlay/origin.js'
-import { ancestorsDown, isWithin, join, parentOf } from '../overlay/paths.js'
+import { failedAt, realNames, type Origin } from '../real/lower.js'
+import { ancestorsDown, isWithin, join, parentOf } from '../paths/paths.js'
 import { isZero, type ChunkStore } from '../store/chunks.js'
 import { CHUNK_SIZE, type Kind } from '../store/entries.js'
-import { lstatReal } from '../overlay/real.js'
-import { openFile } from '../overlay/nofollow.js'
+import { lstatReal } from '../real/read.js'
+import { openFile } from '../real/nofollow.js'
 import type { Attrs, PlanOp } from './planner.js'
 import { native } from '../native/index.js'
 import { countBytes } from '../progress.js'

@@ -6,8 +6,8 @@
 // history first, like every outside change that --force replaces (plans/absorb.ts): nothing is
 // lost either way, and the plan goes on without asking.
 import * as fs from 'node:fs'
-import { openFile } from '../overlay/nofollow.js'
-import { lstatReal } from '../overlay/real.js'
+import { openFile } from '../real/nofollow.js'
+import { lstatReal } from '../real/read.js'
 import type { Session } from '../session/session.js'
 import { CHUNK_SIZE } from '../store/entries.js'
 import { fingerprintDrift } from '../store/fingerprints.js'

@@ -1,9 +1,9 @@
 // The verifier: after a plan ran, re-read every path it touched from the real directory and
 // compare type, permission bits, symlink target and content (SHA-256 per chunk) with what
 // the plan was meant to produce. It trusts nothing the applier reported.
-import type { Origin } from '../overlay/origin.js'
-import { lstatReal } from '../overlay/real.js'
-import { realXattrs } from '../overlay/origin.js'
+import type { Origin } from '../real/lower.js'
+import { lstatReal } from '../real/read.js'
+import { realXattrs } from '../real/lower.js'
 import { sameXattrs } from './planner.js'
 import { realContent, sameContent, type Sparse } from './content.js'
 import type { Kind } from '../store/entries.js'

@@ -10,10 +10,10 @@
 //    entry, the history no longer depends on the real file. It costs what the session's end
 //    would have cost anyway (plans/freeze.ts captures what is still missing then).
 import { fsError } from '../errors.js'
-import type { Origin, OriginStat } from '../overlay/origin.js'
+import type { Origin, OriginStat } from '../real/lower.js'
 import type { Overlay } from '../overlay/overlay.js'
-import { parentOf } from '../overlay/paths.js'
-import { lstatReal, realContentSteps, realEntry } from '../overlay/real.js'
+import { parentOf } from '../paths/paths.js'
+import { lstatReal, realContentSteps, realEntry } from '../real/read.js'
 import type { ChunkStore } from '../store/chunks.js'
 import { isInoKey, type LiveEntry, type Whiteout } from '../store/entries.js'
 import { fingerprintDrift, fingerprintOf, type Fingerprint, type RealStat } from '../store/fingerprints.js'

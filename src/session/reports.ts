@@ -1,6 +1,6 @@
 // What the history says of itself: the turns of the stack, with the paths each changed and
 // how much (cpfs log, the hook's and MCP's summaries).
-import type { Origin } from '../overlay/origin.js'
+import type { Origin } from '../real/lower.js'
 import { View } from '../overlay/view.js'
 import { chunkLen, inoOfKey, isInoKey, type Entry } from '../store/entries.js'
 import type { UnderneathWrite } from '../store/underneath.js'

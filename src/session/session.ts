@@ -14,7 +14,7 @@
 //    head, and pushes the old stack onto the redo stack. Dropped layers stay in the store
 //    (redo needs them); physical deletion is housekeeping's job.
 import { CpfsError } from '../errors.js'
-import { Origin } from '../overlay/origin.js'
+import { Origin } from '../real/lower.js'
 import { Overlay } from '../overlay/overlay.js'
 import { View } from '../overlay/view.js'
 import { ChunkStore } from '../store/chunks.js'

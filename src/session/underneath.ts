@@ -14,7 +14,7 @@
 // one, as for any outside edit): the record says so.
 import * as fs from 'node:fs'
 import type { View } from '../overlay/view.js'
-import { lstatReal } from '../overlay/real.js'
+import { lstatReal } from '../real/read.js'
 import { fingerprintDrift, fingerprintOf, type RealStat } from '../store/fingerprints.js'
 import type { Session } from './session.js'
 

@@ -3,8 +3,8 @@
 // depth — the children of each directory, and which directories lie below a base entry that
 // is not a directory (such an entry hides whatever the real directory has below it).
 import type { Entry } from '../store/entries.js'
-import { isWithin, parentOf } from './paths.js'
-import { PathMap } from './path-map.js'
+import { isWithin, parentOf } from '../paths/paths.js'
+import { PathMap } from '../paths/path-map.js'
 
 /** Directories whose hiding is remembered before the memo starts over (a cache, not state). */
 const HIDDEN_MAX = 500_000

@@ -4,13 +4,13 @@
 // and `cpfs rewind --dry-run`. Read-only: it never stores anything.
 import { diffLines } from 'diff'
 import { filePatch, lineCount, MAX_EDIT_LINES, type Side } from './patch.js'
-import { readEntry } from '../overlay/origin.js'
-import { sameContent, viewContent } from './content.js'
-import { isWithin, rebase } from '../overlay/paths.js'
+import { readEntry } from '../real/lower.js'
+import { sameContent, viewContent } from '../plans/content.js'
+import { isWithin, rebase } from '../paths/paths.js'
 import { resolvedType, type Resolved, type View } from '../overlay/view.js'
 import type { ChunkStore } from '../store/chunks.js'
 import type { FileEntry, Kind } from '../store/entries.js'
-import { planViews, type Content, type PlanOp } from './planner.js'
+import { planViews, type Content, type PlanOp } from '../plans/planner.js'
 
 export interface Change {
   path: string

@@ -8,8 +8,8 @@
 // size").
 import * as fs from 'node:fs'
 import { native } from '../native/index.js'
-import { isWithin, parentOf } from './paths.js'
-import { pathKey } from './path-map.js'
+import { isWithin, parentOf } from '../paths/paths.js'
+import { pathKey } from '../paths/path-map.js'
 
 /** Directory handles kept open (O_PATH descriptors; the daemon's limit is far above). */
 const DIR_HANDLES = 1024

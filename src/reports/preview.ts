@@ -2,13 +2,13 @@
 // would change — answered with the same planner that the real run uses, so a dry run says
 // exactly what the rewind then does.
 import { CpfsError, isCpfsError } from '../errors.js'
-import { isWithin } from '../overlay/paths.js'
+import { isWithin } from '../paths/paths.js'
 import type { Session, TurnInfo } from '../session/session.js'
 import { underneathOf } from '../store/underneath.js'
 import { describeChanges, totals, type Change } from './changes.js'
-import { planViews, touchedPaths } from './planner.js'
-import { findDrift } from './drift.js'
-import { layersOf, realToStack, viewOf } from './views.js'
+import { planViews, touchedPaths } from '../plans/planner.js'
+import { findDrift } from '../plans/drift.js'
+import { layersOf, realToStack, viewOf } from '../plans/views.js'
 
 export interface RewindPreview {
   canRewind: boolean
