@@ -1,5 +1,5 @@
 // Histories written by older cpfs still read, mount and apply byte-exact: cpfs 0.1 (dense chunk
-// lists in which 1 meant "the same bytes as the origin file", millisecond times, store version
+// lists in which 1 meant "the same bytes as the lower file", millisecond times, store version
 // 1) and cpfs 0.2 (sparse chunk maps, ns times, store version 2, hard links as copies). And a
 // name longer than the real directory takes (cpfs 0.1 and 0.2 accepted any length) is refused
 // up front by the plan, with one line, changing nothing.
@@ -35,7 +35,7 @@ if (fuseAvailable(t)) {
     await db.batch([
       { type: 'put', key: 'm', value: packr.pack({ version: 1, workspace: w.ws, stack: [1], redo: [], applied: [], nextLayer: 2, nextIno: 0x80000005, createdAt: now }) },
       { type: 'put', key: 't0000000001', value: packr.pack({ layer: 1, openedAt: now }) },
-      // lower.bin: chunk 0 rewritten, chunk 1 the origin's, then truncated within chunk 2's place.
+      // lower.bin: chunk 0 rewritten, chunk 1 the lower's, then truncated within chunk 2's place.
       { type: 'put', key: 'e0000000001/lower.bin', value: packr.pack({ t: 'f', ...meta, size: 2 * CHUNK, chunks: [hash, 1], src: '/lower.bin' }) },
       { type: 'put', key: 'e0000000001/new.txt', value: packr.pack({ t: 'f', ...meta, ino: 0x80000002, size: CHUNK + 5, chunks: [hash, null], n: 1 }) },
       { type: 'put', key: 'c' + hash.toString('hex'), value: written }
@@ -46,7 +46,7 @@ if (fuseAvailable(t)) {
     t.same(log[0].changes.map((c: any) => c.path), ['/lower.bin', '/new.txt'], 'the old history reads')
     w.ok('mount', w.ws)
     const got = fs.readFileSync(join(w.ws, 'lower.bin'))
-    t.ok(got.equals(Buffer.concat([written, lower.subarray(CHUNK, 2 * CHUNK)])), 'the mount shows the rewritten chunk, then the origin\'s')
+    t.ok(got.equals(Buffer.concat([written, lower.subarray(CHUNK, 2 * CHUNK)])), 'the mount shows the rewritten chunk, then the lower\'s')
     const n = fs.readFileSync(join(w.ws, 'new.txt'))
     t.ok(n.equals(Buffer.concat([written, Buffer.alloc(5)])), 'a hole reads as zeros')
     w.ok('unmount', w.ws)
@@ -88,7 +88,7 @@ if (fuseAvailable(t)) {
     const store = await oldStore(w, [
       { key: 'm', value: packr.pack({ version: 2, workspace: w.ws, stack: [1], redo: [], applied: [], nextLayer: 2, nextIno: 2 ** 52 + 3, createdAt: now }) },
       { key: 't0000000001', value: packr.pack({ layer: 1, openedAt: now }) },
-      // big (two real names): chunk 0 rewritten, the rest still the origin's (sparse map, src).
+      // big (two real names): chunk 0 rewritten, the rest still the lower's (sparse map, src).
       { key: 'e0000000001/big', value: packr.pack({ t: 'f', ...meta, ino: bigIno, size: 100000, src: '/big', srcSize: 100000, d: [0, hash] }) },
       { key: 'e0000000001/x', value: packr.pack({ t: 'f', ...meta, mode: 0o600, ino: fs.statSync(join(w.ws, 'x')).ino, size: 2, src: '/x', srcSize: 2, d: [] }) },
       { key: 'e0000000001/new', value: packr.pack({ t: 'f', ...meta, ino: 2 ** 52 + 1, size: CHUNK + 3, d: [0, hash, 1, null], n: 1 }) },
@@ -98,7 +98,7 @@ if (fuseAvailable(t)) {
     t.same(log[0].changes.map((c: any) => c.path).sort(), ['/big', '/new', '/x'], 'the old history reads')
     w.ok('mount', w.ws)
     const big = Buffer.concat([written, Buffer.alloc(100000 - CHUNK, 'L')])
-    t.ok(fs.readFileSync(join(w.ws, 'big')).equals(big), 'the mount shows the rewritten chunk, then the origin\'s')
+    t.ok(fs.readFileSync(join(w.ws, 'big')).equals(big), 'the mount shows the rewritten chunk, then the lower\'s')
     t.equal(fs.statSync(join(w.ws, 'x')).mode & 0o777, 0o600, 'the chmod')
     t.ok(fs.readFileSync(join(w.ws, 'new')).equals(Buffer.concat([written, Buffer.alloc(3)])), 'a hole reads as zeros')
     t.equal(fs.statSync(join(w.ws, 'new'), { bigint: true }).mtimeNs % 1000000n, 6n, 'nanosecond times')

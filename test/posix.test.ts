@@ -116,7 +116,7 @@ if (fuseAvailable(t)) {
     t.equal(linked.length, objects.length, 'git clone --local hard-linked every object')
     t.equal(w.sh('cd clone && git fsck --strict').code, 0, 'the clone is sound (git fsck)')
     w.run('cd clone && echo 4 > f4 && git add f4 && git commit -qm two')
-    t.equal(w.sh('cd repo && git fsck --strict').code, 0, 'and so is the origin after a commit in the clone')
+    t.equal(w.sh('cd repo && git fsck --strict').code, 0, 'and so is the lower after a commit in the clone')
     const inMount = manifest(w.ws)
     w.ok('unmount', w.ws)
     t.same(manifest(w.ws), inMount, 'applied byte-exact')

@@ -123,7 +123,7 @@ EOF`).trim()
   })
 
   // Applying a deep tree reaches real paths far longer than PATH_MAX (4096): the applier works
-  // from kept directory handles (Origin.dirHandle), one new component per level.
+  // from kept directory handles (Lower.dirHandle), one new component per level.
   t.test(`a tree ${APPLY_DEPTH} levels deep is applied to the real directory`, {
     timeout: 1_800_000
   }, async t => {

@@ -114,7 +114,7 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
     throw err
   }
   const ch = new Channel(fd)
-  const ops = new FuseOps(session.overlay, session.persister, session.overlay.getattr('/').ino, { cacheTimeout: cacheTimeout(), nameMax: Math.min(NAME_MAX, nameMax(session.origin.dirFd)) })
+  const ops = new FuseOps(session.overlay, session.persister, session.overlay.getattr('/').ino, { cacheTimeout: cacheTimeout(), nameMax: Math.min(NAME_MAX, nameMax(session.lower.dirFd)) })
   ops.register(ch)
   const notifier = new Notifier(fd)
   ops.onAttrsChanged = (id) => {
@@ -130,7 +130,7 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
   // inotify watchers hear of the daemon's own changes (watchers.ts).
   const watch = new WatcherEvents(ch, ops, session, loc.workspace)
   const initDone = new Promise<void>((resolve) => { ops.onInit = resolve })
-  session.origin.cacheReal(true)
+  session.lower.cacheReal(true)
   ch.start()
   await initDone
 

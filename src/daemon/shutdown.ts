@@ -10,7 +10,7 @@ import type { Channel } from '../fuse/channel.js'
 import type { Notifier } from '../fuse/invalidate.js'
 import { unmountPath } from '../fuse/mount.js'
 import { absorbOutsideChanges } from '../plans/absorb.js'
-import { freezeOrigin } from '../plans/freeze.js'
+import { freezeLower } from '../plans/freeze.js'
 import { applyStack } from '../plans/run.js'
 import { noteUnseenChanges } from '../plans/drift.js'
 import type { Faults } from '../plans/faults.js'
@@ -111,7 +111,7 @@ export class Shutdown {
     if (underneath instanceof Underneath) await underneath.stop()
     ch.stop()
     await session.capture.quiesce() // no background capture while the plan runs
-    session.origin.cacheReal(false) // plans see the real directory as it is now
+    session.lower.cacheReal(false) // plans see the real directory as it is now
     try { fs.closeSync(fd) } catch {}
     await notifier.close()
     await watch.close()
@@ -136,7 +136,7 @@ export class Shutdown {
       if (mode === 'discard') discarded = await session.discard()
     } finally {
       // What the history still needs from the real directory is kept before anyone can edit it.
-      await freezeOrigin(session).catch((err) => process.stderr.write(`cpfs daemon: cannot keep the origin of unapplied turns: ${err.message}\n`))
+      await freezeLower(session).catch((err) => process.stderr.write(`cpfs daemon: cannot keep the lower files of unapplied turns: ${err.message}\n`))
       await session.close()
       setTimeout(() => process.exit(0), 50)
     }

@@ -190,7 +190,7 @@ export class Underneath {
     if ((ev.mask & FAN_ONDIR) && (ev.mask & (FAN_CREATE | FAN_MOVED_TO))) void this.walk(p, made)
     // Gone before cpfs had its content: a name made there again later is not "new" either
     // (git checkout removes and writes files it never opens: the new file is all that is left).
-    if ((ev.mask & (FAN_DELETE | FAN_MOVED_FROM)) && this.session.origin.servedByReal(p) && !this.session.capture.fingerprints.has(p)) this.lost.add(p)
+    if ((ev.mask & (FAN_DELETE | FAN_MOVED_FROM)) && this.session.lower.servedByReal(p) && !this.session.capture.fingerprints.has(p)) this.lost.add(p)
     if (ev.mask & (FAN_MODIFY | FAN_ATTRIB | FAN_CLOSE_WRITE | FAN_MOVED_FROM | FAN_MOVED_TO | FAN_CREATE | FAN_DELETE)) this.note(p, made, ev.pid, (ev.mask & FAN_ONDIR) !== 0)
   }
 
@@ -258,13 +258,13 @@ export class Underneath {
 
   private async record (batch: Array<[string, Pending]>): Promise<void> {
     const session = this.session
-    const origin = session.origin
+    const lower = session.lower
     const before = new Map<string, boolean>()
     const made = new Set<string>()
     for (const [p, { created }] of batch) {
       if (created && !session.capture.fingerprints.has(p) && !this.lost.has(p)) made.add(p)
       // Kept: read before the change (an open), or nothing was there (made underneath).
-      before.set(p, !origin.servedByReal(p) || made.has(p))
+      before.set(p, !lower.servedByReal(p) || made.has(p))
       if (made.has(p)) noteMade(session, p)
     }
     const paths = new Set(batch.map(([p]) => p))
@@ -273,7 +273,7 @@ export class Underneath {
     await this.changingView(async () => {
       // What the mount remembers of every path heard, recorded or not (a name moved in stays
       // out of the history but is there): its cached stats, and below, the kernel's caches.
-      for (const [p, { dir }] of batch) origin.forget(p, dir)
+      for (const [p, { dir }] of batch) lower.forget(p, dir)
       absorbed = await absorbOutsideChanges(session, { only: p => paths.has(p), live: { message: this.message(), into: this.layer } })
       session.onViewChange?.(new Set([...paths, ...(absorbed ? (absorbed as Absorbed).paths : [])]))
     })
@@ -281,7 +281,7 @@ export class Underneath {
     if (absorbed) this.layer = (absorbed as Absorbed).layer
     const writes: UnderneathWrite[] = []
     for (const [p, { pid }] of batch) {
-      const st = lstatReal(origin, p)
+      const st = lstatReal(lower, p)
       const f = session.capture.fingerprints.get(p)
       const conflict = f !== undefined && fingerprintDrift(f, st) !== null
       const what = st.type === null || st.blockedBy ? 'deleted' : made.has(p) ? 'created' : 'changed'

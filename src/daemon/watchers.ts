@@ -134,7 +134,7 @@ export class WatcherEvents {
   changed (touched: Set<string>, before: Before): void {
     if (this.closed) return
     let old: View | null = null
-    const oldView = (): View => (old ??= View.build(this.session.origin, before))
+    const oldView = (): View => (old ??= View.build(this.session.lower, before))
     const gone: string[] = []
     const present: string[] = []
     const below = (v: View, dir: string, out: string[]): void => {

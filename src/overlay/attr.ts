@@ -39,7 +39,7 @@ export interface KillSetId {
 
 /** Attributes of a resolved path (a directory's nlink only by getattr, which knows its path). */
 export function attrOf (r: Resolved): Attr {
-  if (r.kind === 'origin' && 'nlink' in r.stat) {
+  if (r.kind === 'lower' && 'nlink' in r.stat) {
     const st = r.stat
     return { mode: st.mode, uid: st.uid, gid: st.gid, size: st.size, atime: st.atime, mtime: st.mtime, ctime: st.ctime, atimeNs: st.atimeNs, mtimeNs: st.mtimeNs, ctimeNs: st.ctimeNs, ino: st.ino, nlink: st.nlink, blocks: st.blocks, rdev: st.rdev }
   }

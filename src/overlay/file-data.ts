@@ -1,5 +1,5 @@
 // File data: reads and writes through open handles, truncation, holes. Reads never copy up.
-// A file is copied up on its first modification, in O(1): its new entry points at the origin
+// A file is copied up on its first modification, in O(1): its new entry points at the lower
 // file (`src`) and only the chunks later written are stored. Written chunks wait in the node's
 // dirty buffers until the session flushes them into the chunk store.
 import { fsError } from '../errors.js'
@@ -11,7 +11,7 @@ import type { HeadLayer } from './head-layer.js'
 import type { OverlayHooks } from './hooks.js'
 import type { Lookups } from './lookups.js'
 import type { OpenFiles } from './open-files.js'
-import { readEntry, type Origin, type SrcRead } from '../real/lower.js'
+import { readEntry, type Lower, type SrcRead } from '../real/lower.js'
 import { CAPABILITY, dropPrivileges } from './privileges.js'
 
 export class FileData {
@@ -19,7 +19,7 @@ export class FileData {
     private readonly layer: HeadLayer,
     private readonly files: OpenFiles,
     private readonly lookups: Lookups,
-    private readonly origin: Origin,
+    private readonly lower: Lower,
     private readonly chunks: ChunkStore,
     private readonly hooks: OverlayHooks
   ) {}
@@ -27,14 +27,14 @@ export class FileData {
   read (fh: number, buf: Buffer, len: number, pos: number): number {
     const node = this.files.live(this.files.handle(fh))
     const e = node.entry
-    if (!e) return this.origin.read(node.originPath!, buf, 0, len, pos)
+    if (!e) return this.lower.read(node.lowerPath!, buf, 0, len, pos)
     return readEntry(e, this.chunks, buf, 0, len, pos, this.srcReader(e), node.dirty)
   }
 
   private srcReader (e: FileEntry): SrcRead | null {
     const src = e.src
     if (src === undefined) return null
-    return (b, off, len, pos) => this.origin.read(src, b, off, len, pos)
+    return (b, off, len, pos) => this.lower.read(src, b, off, len, pos)
   }
 
   /** The dirty buffer for chunk idx, loaded with the chunk's current bytes. */
@@ -170,14 +170,14 @@ export class FileData {
 
   /**
    * lseek(2) SEEK_DATA / SEEK_HOLE at chunk granularity: stored chunks, unflushed ones and
-   * origin bytes are data; everything else is a hole, and the end of the file is one too.
+   * lower bytes are data; everything else is a hole, and the end of the file is one too.
    * Returns -1 for "no data from here" (ENXIO).
    */
   lseek (fh: number, offset: number, whence: 'data' | 'hole'): number {
     const node = this.files.live(this.files.handle(fh))
     const size = node.entry ? node.entry.size : this.lookups.nodeAttr(node).size
     if (offset >= size) return -1
-    if (!node.entry) return whence === 'data' ? offset : size // an untouched origin file: all data
+    if (!node.entry) return whence === 'data' ? offset : size // an untouched lower file: all data
     const e = node.entry
     const srcEnd = srcBytes(e)
     const isData = (idx: number) => node.dirty.has(idx) || Boolean(e.chunks.get(idx)) || (idx * CHUNK_SIZE < srcEnd && !e.chunks.has(idx))
@@ -204,7 +204,7 @@ export class FileData {
       const valid = chunkLen(e.size, idx)
       if (valid === 0) continue
       const piece = d.subarray(0, valid)
-      // A chunk of zeros is a hole: nothing stored (null where it must hide origin bytes).
+      // A chunk of zeros is a hole: nothing stored (null where it must hide lower bytes).
       if (isZero(piece)) {
         if (idx * CHUNK_SIZE < srcEnd) e.chunks.set(idx, null)
         else e.chunks.delete(idx)

@@ -8,17 +8,17 @@ import type { FileEntry } from '../store/entries.js'
 export class FileNode {
   /** Where its state lives: its path, or the inode record's key (#ino); null once it has no name. */
   key: string | null
-  /** The upper entry holding this file's state; null while it is the untouched origin file. */
+  /** The upper entry holding this file's state; null while it is the untouched lower file. */
   entry: FileEntry | null
-  originPath: string | null
+  lowerPath: string | null
   readonly dirty = new Map<number, Buffer>()
   opens = 0
   stale = false
 
-  constructor (key: string, entry: FileEntry | null, originPath: string | null) {
+  constructor (key: string, entry: FileEntry | null, lowerPath: string | null) {
     this.key = key
     this.entry = entry
-    this.originPath = originPath
+    this.lowerPath = lowerPath
   }
 
   /** For messages. */

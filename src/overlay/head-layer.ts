@@ -12,7 +12,7 @@ import { S_IFMT, cloneEntry, isInoKey, now, setTime, type Entry, type FileEntry,
 import type { Caller } from './attr.js'
 import type { FileNode } from './file-node.js'
 import type { OverlayHooks } from './hooks.js'
-import type { Origin } from '../real/lower.js'
+import type { Lower } from '../real/lower.js'
 import type { Resolved, View } from './view.js'
 
 export class HeadLayer {
@@ -21,7 +21,7 @@ export class HeadLayer {
   /** Open files, by where their state lives: a path, or an inode record's key (#ino). */
   readonly nodes = new Map<string, FileNode>()
 
-  constructor (view: View, head: Map<string, Entry>, private readonly origin: Origin, private readonly hooks: OverlayHooks) {
+  constructor (view: View, head: Map<string, Entry>, private readonly lower: Lower, private readonly hooks: OverlayHooks) {
     this.view = view
     this.head = head
   }
@@ -38,7 +38,7 @@ export class HeadLayer {
     const h = this.head.get(p)
     if (h) return h.n !== 1
     // An older whiteout counts too: the view holds one entry per path, so a head entry that
-    // replaced it must leave a whiteout behind when it goes, or the origin would resurface.
+    // replaced it must leave a whiteout behind when it goes, or the lower would resurface.
     return this.view.entries.has(p) || this.view.resolve(p) !== null
   }
 
@@ -85,8 +85,8 @@ export class HeadLayer {
     if (modified) setTime(e, 'm', t)
   }
 
-  /** An entry made from what r shows below the upper layers (the origin, or a captured original). */
-  fromOrigin (r: Extract<Resolved, { kind: 'origin' }>): LiveEntry {
+  /** An entry made from what r shows below the upper layers (the lower, or a captured original). */
+  fromLower (r: Extract<Resolved, { kind: 'lower' }>): LiveEntry {
     const st = r.stat
     if (!('nlink' in st)) {
       // A base entry (captured original): copy it, keeping its content references.
@@ -99,10 +99,10 @@ export class HeadLayer {
     if (st.atimeNs) meta.atimeNs = st.atimeNs
     if (st.mtimeNs) meta.mtimeNs = st.mtimeNs
     if (st.ctimeNs) meta.ctimeNs = st.ctimeNs
-    const x = this.origin.xattrs(r.originPath)
+    const x = this.lower.xattrs(r.lowerPath)
     if (x) meta.x = x
-    if (st.t === 'f') return { t: 'f', ...meta, size: st.size, chunks: new Map(), src: r.originPath, srcSize: st.size }
-    if (st.t === 'l') return { t: 'l', ...meta, target: this.origin.readlink(r.originPath) }
+    if (st.t === 'f') return { t: 'f', ...meta, size: st.size, chunks: new Map(), src: r.lowerPath, srcSize: st.size }
+    if (st.t === 'l') return { t: 'l', ...meta, target: this.lower.readlink(r.lowerPath) }
     if (st.t === 'n') return { t: 'n', ...meta, fmt: st.mode & S_IFMT, rdev: st.rdev }
     return { t: 'd', ...meta }
   }
@@ -116,7 +116,7 @@ export class HeadLayer {
     if (h && h.t !== 'w' && h.t !== 'h') return { e: h, key: p }
     const r = this.resolve(p)
     if (isInoKey(r.key)) return { e: this.headRecord(r), key: r.key }
-    const e = r.kind === 'upper' ? cloneEntry(r.entry) : this.fromOrigin(r)
+    const e = r.kind === 'upper' ? cloneEntry(r.entry) : this.fromLower(r)
     delete e.n // p existed when the turn began (it resolved without a head entry)
     if (e.t === 'd') delete e.fresh // a metadata copy hides nothing (see store/entries.ts)
     this.setHead(p, e)
@@ -144,9 +144,9 @@ export class HeadLayer {
       e = cloneEntry(r.entry)
       delete e.n
     } else {
-      e = this.fromOrigin(r)
+      e = this.fromLower(r)
       e.links = 'nlink' in r.stat ? r.stat.nlink : r.stat.links ?? 1
-      e.o = r.originPath
+      e.o = r.lowerPath
     }
     // Nothing older to hide: removing it later needs no whiteout.
     if (!this.view.entries.has(key)) e.n = 1
@@ -162,9 +162,9 @@ export class HeadLayer {
     if (!isInoKey(key)) return this.resolve(key)
     const rec = this.view.record(key)
     if (rec) return { kind: 'upper', entry: rec, key }
-    const st = node.originPath !== null ? this.origin.stat(node.originPath) : null
+    const st = node.lowerPath !== null ? this.lower.stat(node.lowerPath) : null
     if (!st) throw fsError('ESTALE', key)
-    return { kind: 'origin', originPath: node.originPath!, stat: st, key }
+    return { kind: 'lower', lowerPath: node.lowerPath!, stat: st, key }
   }
 
   /** The writable entry of an open file, copied up on its first change. */
@@ -175,9 +175,9 @@ export class HeadLayer {
       if (!node.entry) throw fsError('ESTALE', '(unlinked)')
       return node.entry
     }
-    if (!node.entry && node.originPath !== null && this.hooks.onCopyUp) {
-      const st = this.origin.stat(node.originPath)
-      if (st && st.t === 'f' && 'nlink' in st) this.hooks.onCopyUp(node.originPath, st.size)
+    if (!node.entry && node.lowerPath !== null && this.hooks.onCopyUp) {
+      const st = this.lower.stat(node.lowerPath)
+      if (st && st.t === 'f' && 'nlink' in st) this.hooks.onCopyUp(node.lowerPath, st.size)
     }
     const e = isInoKey(node.key) ? this.headRecord(this.resolveNode(node)) : this.headEntry(node.key)
     if (e.t !== 'f') throw fsError('EISDIR', node.key)

@@ -14,6 +14,6 @@ export interface OverlayHooks {
   onData?: (path: string) => void
   /** The last handle of a file was closed. */
   onLastClose?: () => void
-  /** The content of an untouched origin file is about to change (its first write, truncate...). */
-  onCopyUp?: (originPath: string, size: number) => void
+  /** The content of an untouched lower file is about to change (its first write, truncate...). */
+  onCopyUp?: (lowerPath: string, size: number) => void
 }

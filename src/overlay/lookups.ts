@@ -7,11 +7,11 @@ import { attrOf, type Attr } from './attr.js'
 import type { FileNode } from './file-node.js'
 import type { HeadLayer } from './head-layer.js'
 import type { OpenFiles } from './open-files.js'
-import type { Origin } from '../real/lower.js'
+import type { Lower } from '../real/lower.js'
 import { resolvedType } from './view.js'
 
 export class Lookups {
-  constructor (private readonly layer: HeadLayer, private readonly files: OpenFiles, private readonly origin: Origin) {}
+  constructor (private readonly layer: HeadLayer, private readonly files: OpenFiles, private readonly lower: Lower) {}
 
   getattr (p: string): Attr {
     const r = this.layer.resolve(p)
@@ -53,7 +53,7 @@ export class Lookups {
   readlink (p: string): string {
     const r = this.layer.resolve(p)
     if (resolvedType(r) !== 'l') throw fsError('EINVAL', p)
-    return r.kind === 'upper' ? (r.entry as SymlinkEntry).target : this.origin.readlink(r.originPath)
+    return r.kind === 'upper' ? (r.entry as SymlinkEntry).target : this.lower.readlink(r.lowerPath)
   }
 
   access (p: string): void {
@@ -61,6 +61,6 @@ export class Lookups {
   }
 
   statfs (): fs.StatsFs {
-    return fs.statfsSync(this.origin.realPath('/'))
+    return fs.statfsSync(this.lower.realPath('/'))
   }
 }

@@ -10,7 +10,7 @@ import type { HeadLayer } from './head-layer.js'
 import type { OverlayHooks } from './hooks.js'
 import type { Lookups } from './lookups.js'
 import type { OpenFiles } from './open-files.js'
-import type { Origin } from '../real/lower.js'
+import type { Lower } from '../real/lower.js'
 import { dropPrivileges } from './privileges.js'
 
 // Linux's limits for extended attributes (limits.h: XATTR_NAME_MAX, XATTR_SIZE_MAX, XATTR_LIST_MAX).
@@ -24,7 +24,7 @@ export class Metadata {
     private readonly files: OpenFiles,
     private readonly data: FileData,
     private readonly lookups: Lookups,
-    private readonly origin: Origin,
+    private readonly lower: Lower,
     private readonly hooks: OverlayHooks
   ) {}
 
@@ -72,7 +72,7 @@ export class Metadata {
   }
 
   // ---- extended attributes ----------------------------------------------------------------
-  // Kept with each entry (copied from the origin at copy-up), so they are captured per turn,
+  // Kept with each entry (copied from the lower at copy-up), so they are captured per turn,
   // rewound and applied like modes. The kernel checks the namespaces (user.* only on files and
   // directories, trusted.* for root); POSIX ACLs are system.posix_acl_* values, stored and
   // applied as they are (the mount checks mode bits, not ACLs).
@@ -80,7 +80,7 @@ export class Metadata {
   private xattrsOf (p: string): Record<string, Buffer> | undefined {
     const r = this.layer.resolve(p)
     if (r.kind === 'upper') return r.entry.x
-    return 'nlink' in r.stat ? this.origin.xattrs(r.originPath) : r.stat.x
+    return 'nlink' in r.stat ? this.lower.xattrs(r.lowerPath) : r.stat.x
   }
 
   getxattr (p: string, name: string): Buffer {

@@ -148,7 +148,7 @@ export class Namespace {
     const node = this.layer.nodes.get(key)
     if (!node) return
     this.layer.nodes.delete(key)
-    if (!node.entry && r && r.kind === 'origin') node.entry = this.layer.fromOrigin(r) as FileEntry
+    if (!node.entry && r && r.kind === 'lower') node.entry = this.layer.fromLower(r) as FileEntry
     if (node.entry) {
       node.entry = cloneEntry(node.entry)
       delete node.entry.links
@@ -196,8 +196,8 @@ export class Namespace {
     if (rs.kind === 'upper') {
       rec = own === rs.entry ? rs.entry : cloneEntry(rs.entry)
     } else {
-      rec = this.layer.fromOrigin(rs)
-      rec.o = rs.originPath
+      rec = this.layer.fromLower(rs)
+      rec.o = rs.lowerPath
     }
     const key = inoKey(rec.ino)
     delete rec.n

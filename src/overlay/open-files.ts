@@ -31,8 +31,8 @@ export class OpenFiles {
     if (t !== 'f') throw fsError('EINVAL', p)
     node = r.kind === 'upper'
       ? new FileNode(r.key, r.entry as FileEntry, null)
-      : new FileNode(r.key, null, r.originPath)
-    if (r.kind === 'origin' && !('nlink' in r.stat)) node.entry = this.layer.fromOrigin(r) as FileEntry
+      : new FileNode(r.key, null, r.lowerPath)
+    if (r.kind === 'lower' && !('nlink' in r.stat)) node.entry = this.layer.fromLower(r) as FileEntry
     this.layer.nodes.set(r.key, node)
     return node
   }

@@ -1,4 +1,4 @@
-// The live overlay: the head layer over the merged view of older layers and the origin.
+// The live overlay: the head layer over the merged view of older layers and the lower.
 // Every mutation goes through here, synchronously (the FUSE edge runs one op at a time on
 // the JavaScript thread, so no op sees another half-done). Overlay is the one door; the work
 // is done by its parts, each keeping its own rules (see each file's top):
@@ -25,7 +25,7 @@ import { Lookups } from './lookups.js'
 import { Metadata } from './metadata.js'
 import { Namespace } from './namespace.js'
 import { OpenFiles } from './open-files.js'
-import type { Origin } from '../real/lower.js'
+import type { Lower } from '../real/lower.js'
 import { Renamer } from './rename.js'
 import { Restorer } from './restore.js'
 import type { Resolved, View } from './view.js'
@@ -35,7 +35,7 @@ export { FileNode } from './file-node.js'
 export type { OverlayHooks } from './hooks.js'
 
 export class Overlay {
-  readonly origin: Origin
+  readonly lower: Lower
   readonly chunks: ChunkStore
   /** The daemon's own user: the owner when no caller is known (the control socket, tests). */
   readonly self: Caller = { uid: process.getuid?.() ?? 0, gid: process.getgid?.() ?? 0 }
@@ -50,18 +50,18 @@ export class Overlay {
   /** Open files, by where their state lives: a path, or an inode record's key (#ino). */
   readonly nodes: Map<string, FileNode>
 
-  constructor (view: View, head: Map<string, Entry>, origin: Origin, chunks: ChunkStore, hooks: OverlayHooks) {
-    this.origin = origin
+  constructor (view: View, head: Map<string, Entry>, lower: Lower, chunks: ChunkStore, hooks: OverlayHooks) {
+    this.lower = lower
     this.chunks = chunks
-    this.layer = new HeadLayer(view, head, origin, hooks)
+    this.layer = new HeadLayer(view, head, lower, hooks)
     this.nodes = this.layer.nodes
     this.files = new OpenFiles(this.layer, hooks)
-    this.lookups = new Lookups(this.layer, this.files, origin)
-    this.data = new FileData(this.layer, this.files, this.lookups, origin, chunks, hooks)
-    this.metadata = new Metadata(this.layer, this.files, this.data, this.lookups, origin, hooks)
+    this.lookups = new Lookups(this.layer, this.files, lower)
+    this.data = new FileData(this.layer, this.files, this.lookups, lower, chunks, hooks)
+    this.metadata = new Metadata(this.layer, this.files, this.data, this.lookups, lower, hooks)
     this.namespace = new Namespace(this.layer, hooks)
-    this.renamer = new Renamer(this.layer, this.namespace, origin, hooks)
-    this.restorer = new Restorer(this.layer, this.namespace, origin, hooks, this.self)
+    this.renamer = new Renamer(this.layer, this.namespace, lower, hooks)
+    this.restorer = new Restorer(this.layer, this.namespace, lower, hooks, this.self)
   }
 
   /** The merged view of every layer, the head included. */

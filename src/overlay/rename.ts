@@ -6,7 +6,7 @@ import { metaOf } from './attr.js'
 import type { HeadLayer } from './head-layer.js'
 import type { OverlayHooks } from './hooks.js'
 import type { Namespace } from './namespace.js'
-import type { Origin } from '../real/lower.js'
+import type { Lower } from '../real/lower.js'
 import { isWithin, parentOf, rebase } from '../paths/paths.js'
 import { resolvedType, type Resolved } from './view.js'
 
@@ -14,7 +14,7 @@ export class Renamer {
   constructor (
     private readonly layer: HeadLayer,
     private readonly namespace: Namespace,
-    private readonly origin: Origin,
+    private readonly lower: Lower,
     private readonly hooks: OverlayHooks
   ) {}
 
@@ -76,7 +76,7 @@ export class Renamer {
     } else if (rs.kind === 'upper') {
       moved = this.layer.head.get(src) === rs.entry ? rs.entry : cloneEntry(rs.entry)
     } else {
-      moved = this.layer.fromOrigin(rs)
+      moved = this.layer.fromLower(rs)
     }
     this.layer.removePath(src, false)
     if (this.layer.needsWhiteout(dst)) delete moved.n
@@ -87,25 +87,25 @@ export class Renamer {
   }
 
   private renameDir (src: string, dst: string, rs: Resolved): void {
-    // The moved directory keeps its origin children by pointing at them (redirect), so a
+    // The moved directory keeps its lower children by pointing at them (redirect), so a
     // lower directory of any size moves in O(upper entries below it).
-    let originDir: string | null
+    let lowerDir: string | null
     let attrs: LiveEntry
     if (rs.kind === 'upper') {
       const e = rs.entry as DirEntry
       attrs = e
-      originDir = e.redirect ?? (e.opaque ? null : this.layer.view.originPathFor(src))
+      lowerDir = e.redirect ?? (e.opaque ? null : this.layer.view.lowerPathFor(src))
     } else {
-      attrs = this.layer.fromOrigin(rs)
-      originDir = rs.originPath
+      attrs = this.layer.fromLower(rs)
+      lowerDir = rs.lowerPath
     }
-    if (originDir !== null && this.origin.stat(originDir)?.t !== 'd') originDir = null
+    if (lowerDir !== null && this.lower.stat(lowerDir)?.t !== 'd') lowerDir = null
     const moved = this.layer.view.subtree(src).map(([q, e]) => [rebase(q, src, dst), e, this.layer.head.get(q) === e] as const)
     this.layer.removePath(src, true)
     const dir: DirEntry = { ...metaOf(attrs), t: 'd', opaque: 1, fresh: 1 }
     if (attrs.x) dir.x = attrs.x
     this.layer.stamp(dir, false)
-    if (originDir !== null) dir.redirect = originDir
+    if (lowerDir !== null) dir.redirect = lowerDir
     if (!this.layer.needsWhiteout(dst)) dir.n = 1
     this.layer.setHead(dst, dir)
     for (const [q, e, own] of moved) {

@@ -1,13 +1,13 @@
 // `cpfs restore`: make a path (and everything below it) what it is in another view of the same
-// origin. Entries are copied, never file data: restored files point at the same chunks and
-// origin ranges, and a restored directory redirects to its origin children.
+// lower. Entries are copied, never file data: restored files point at the same chunks and
+// lower ranges, and a restored directory redirects to its lower children.
 import { fsError } from '../errors.js'
 import { cloneEntry, isInoKey, type DirEntry, type LiveEntry } from '../store/entries.js'
 import { attrOf, metaOf, type Caller } from './attr.js'
 import type { HeadLayer } from './head-layer.js'
 import type { OverlayHooks } from './hooks.js'
 import type { Namespace } from './namespace.js'
-import type { Origin } from '../real/lower.js'
+import type { Lower } from '../real/lower.js'
 import { isWithin, parentOf } from '../paths/paths.js'
 import { resolvedType, type Resolved, type View } from './view.js'
 
@@ -15,16 +15,16 @@ export class Restorer {
   constructor (
     private readonly layer: HeadLayer,
     private readonly namespace: Namespace,
-    private readonly origin: Origin,
+    private readonly lower: Lower,
     private readonly hooks: OverlayHooks,
     /** The owner of parent directories restore recreates. */
     private readonly self: Caller
   ) {}
 
   /**
-   * Make path p (and everything below it) what it is in another view of the same origin —
+   * Make path p (and everything below it) what it is in another view of the same lower —
    * `cpfs restore`. Entries are copied, never file data: restored files point at the same
-   * chunks and origin ranges, and a restored directory redirects to its origin children.
+   * chunks and lower ranges, and a restored directory redirects to its lower children.
    * Missing parent directories are recreated from the source view. A restored name of a linked
    * file becomes a file of its own (with a new inode number): its other names keep their state.
    */
@@ -83,11 +83,11 @@ export class Restorer {
 
   private restoreDir (p: string, r: Resolved, src: View): void {
     const dir: DirEntry = { ...metaOf(attrOf(r)), t: 'd', opaque: 1, fresh: 1 }
-    const x = r.kind === 'upper' ? r.entry.x : 'nlink' in r.stat ? this.origin.xattrs(r.originPath) : r.stat.x
+    const x = r.kind === 'upper' ? r.entry.x : 'nlink' in r.stat ? this.lower.xattrs(r.lowerPath) : r.stat.x
     if (x) dir.x = x
     this.layer.stamp(dir, false)
-    const originDir = src.dirOriginPath(p)
-    if (originDir !== null && this.origin.stat(originDir)?.t === 'd') dir.redirect = originDir
+    const lowerDir = src.dirLowerPath(p)
+    if (lowerDir !== null && this.lower.stat(lowerDir)?.t === 'd') dir.redirect = lowerDir
     if (!this.layer.needsWhiteout(p)) dir.n = 1
     this.layer.setHead(p, dir)
     for (const [q, e] of src.subtree(p)) {
@@ -112,7 +112,7 @@ export class Restorer {
 
   /** A copy of r's state as an entry of its own (a linked file's gets a new inode number). */
   private ownCopy (r: Resolved): LiveEntry {
-    const e = r.kind === 'upper' ? cloneEntry(r.entry) : this.layer.fromOrigin(r)
+    const e = r.kind === 'upper' ? cloneEntry(r.entry) : this.layer.fromLower(r)
     if (isInoKey(r.key)) {
       delete e.links
       delete e.o

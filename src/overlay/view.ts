@@ -1,5 +1,5 @@
 // A merged view: the upper entries of a stack of layers flattened into one map (later layers
-// win, whiteouts and opaque directories remove what they hide), over the origin. Lookups
+// win, whiteouts and opaque directories remove what they hide), over the lower. Lookups
 // walk at most the path's depth in memory and never touch LevelDB. The live overlay keeps
 // one View up to date as the head layer changes; plans build read-only Views for any stack.
 //
@@ -8,7 +8,7 @@
 // has a record. `names` indexes the name entries by inode, so every name of a record is found
 // without a walk (real names without an entry of their own excepted: they share the real inode).
 import { inoKey, isInoKey, type Entry, type Kind, type LiveEntry } from '../store/entries.js'
-import type { Origin, OriginStat } from '../real/lower.js'
+import type { Lower, LowerStat } from '../real/lower.js'
 import { baseName, isWithin, join, parentOf } from '../paths/paths.js'
 import { PathMap } from '../paths/path-map.js'
 
@@ -19,7 +19,7 @@ import { PathMap } from '../paths/path-map.js'
  */
 export type Resolved =
   | { kind: 'upper', entry: LiveEntry, key: string }
-  | { kind: 'origin', originPath: string, stat: OriginStat | LiveEntry, key: string }
+  | { kind: 'lower', lowerPath: string, stat: LowerStat | LiveEntry, key: string }
 
 export function resolvedType (r: Resolved): Kind {
   return r.kind === 'upper' ? r.entry.t : r.stat.t
@@ -40,24 +40,24 @@ export class View {
   readonly children = new Map<string, Set<string>>()
   /** Name entries by inode number: the names of each inode record. */
   readonly names = new Map<number, Set<string>>()
-  readonly origin: Origin
+  readonly lower: Lower
   /** Directory link counts computed so far, kept right as entries change (dirNlink). */
   private readonly nlinks = new Map<string, number>()
   /**
-   * dirOriginPath of directories computed so far. Without it, resolving a path scanned all its
+   * dirLowerPath of directories computed so far. Without it, resolving a path scanned all its
    * ancestors (O(depth) lookups of O(depth)-long keys): a 10,000-level tree took hours to
    * plan. Always closed upwards (a directory's ancestors are in it whenever it is), so a change
-   * at a path that is not in it cannot affect anything in it (`forgetOrigins`). A PathMap: its
+   * at a path that is not in it cannot affect anything in it (`forgetLowerPaths`). A PathMap: its
    * lookups are of new strings (parentOf), which V8 hashed in full every time.
    */
-  private readonly origins = new PathMap<string | null>()
+  private readonly lowerPaths = new PathMap<string | null>()
 
-  constructor (origin: Origin) {
-    this.origin = origin
+  constructor (lower: Lower) {
+    this.lower = lower
   }
 
-  static build (origin: Origin, layers: Iterable<Map<string, Entry>>): View {
-    const v = new View(origin)
+  static build (lower: Lower, layers: Iterable<Map<string, Entry>>): View {
+    const v = new View(lower)
     for (const layer of layers) v.applyLayer(layer)
     return v
   }
@@ -78,7 +78,7 @@ export class View {
     }
     const old = this.entries.get(p)
     this.beforeChange(p, old, e)
-    this.forgetOrigins(p, old, e)
+    this.forgetLowerPaths(p, old, e)
     if (old?.t === 'h') this.unname(old.ino, p)
     if (e.t === 'h') {
       let s = this.names.get(e.ino)
@@ -105,7 +105,7 @@ export class View {
       return
     }
     this.beforeChange(p, old, undefined)
-    this.forgetOrigins(p, old, undefined)
+    this.forgetLowerPaths(p, old, undefined)
     if (old.t === 'h') this.unname(old.ino, p)
     this.entries.delete(p)
     for (let q = p; q !== '/';) {
@@ -133,7 +133,7 @@ export class View {
 
   // ---- directory link counts -----------------------------------------------------------------
   // A directory has 2 + (number of subdirectories) links. Without upper entries below it, the
-  // origin directory's count is used (the real st_nlink); upper children add or remove what they
+  // lower directory's count is used (the real st_nlink); upper children add or remove what they
   // change. Counts are kept in `nlinks` once computed and adjusted as each child entry changes,
   // so that creating many files or directories in one directory stays O(1) per change.
 
@@ -141,14 +141,14 @@ export class View {
   dirNlink (p: string, r: Resolved): number {
     const cached = this.nlinks.get(p)
     if (cached !== undefined) return cached
-    const op = this.dirOriginPath(p)
+    const op = this.dirLowerPath(p)
     let n = 2
-    if (op !== null) n += this.origin.subdirs(op, r.kind === 'origin' && r.originPath === op && 'nlink' in r.stat ? r.stat : null)
+    if (op !== null) n += this.lower.subdirs(op, r.kind === 'lower' && r.lowerPath === op && 'nlink' in r.stat ? r.stat : null)
     const kids = this.children.get(p)
     if (kids) {
       for (const name of kids) {
         const e = this.entries.get(join(p, name))
-        if (e) n += (e.t === 'd' ? 1 : 0) - (op !== null && this.origin.stat(join(op, name))?.t === 'd' ? 1 : 0)
+        if (e) n += (e.t === 'd' ? 1 : 0) - (op !== null && this.lower.stat(join(op, name))?.t === 'd' ? 1 : 0)
       }
     }
     this.nlinks.set(p, n)
@@ -167,17 +167,17 @@ export class View {
     const isDir = (x: Entry | undefined) => x?.t === 'd' ? 1 : 0
     let delta: number
     if (old !== undefined && e !== undefined) {
-      delta = isDir(e) - isDir(old) // the origin child is hidden before and after
+      delta = isDir(e) - isDir(old) // the lower child is hidden before and after
     } else {
-      // An entry appears or goes: what it hides (or uncovers) in the origin counts too. An entry
+      // An entry appears or goes: what it hides (or uncovers) in the lower counts too. An entry
       // new this turn hid nothing (the path did not exist).
       const x = (old ?? e)!
-      let originDir = 0
+      let lowerDir = 0
       if (x.n !== 1) {
-        const op = this.dirOriginPath(dir)
-        if (op !== null && this.origin.stat(join(op, baseName(p)))?.t === 'd') originDir = 1
+        const op = this.dirLowerPath(dir)
+        if (op !== null && this.lower.stat(join(op, baseName(p)))?.t === 'd') lowerDir = 1
       }
-      delta = old === undefined ? isDir(e) - originDir : originDir - isDir(old)
+      delta = old === undefined ? isDir(e) - lowerDir : lowerDir - isDir(old)
     }
     if (delta !== 0) this.nlinks.set(dir, count + delta)
   }
@@ -206,16 +206,16 @@ export class View {
     for (let i = qs.length - 1; i >= 0; i--) this.delete(qs[i])
   }
 
-  /** Where p's own state comes from in the origin when no entry exists for p; null if hidden. */
-  originPathFor (p: string): string | null {
+  /** Where p's own state comes from in the lower when no entry exists for p; null if hidden. */
+  lowerPathFor (p: string): string | null {
     if (p === '/') return '/'
-    const d = this.dirOriginPath(parentOf(p))
+    const d = this.dirLowerPath(parentOf(p))
     return d === null ? null : join(d, baseName(p))
   }
 
-  /** Where directory p's origin children come from; null if it has none. */
-  dirOriginPath (p: string): string | null {
-    const known = this.origins.get(p)
+  /** Where directory p's lower children come from; null if it has none. */
+  dirLowerPath (p: string): string | null {
+    const known = this.lowerPaths.get(p)
     if (known !== undefined) return known
     // Up to the nearest directory already known (or the root), then down again, filling in
     // each level: O(depth) once per directory, O(1) after.
@@ -223,7 +223,7 @@ export class View {
     let q = p
     let above: string | null = '/'
     for (;;) {
-      const k = this.origins.get(q)
+      const k = this.lowerPaths.get(q)
       if (k !== undefined) {
         above = k
         break
@@ -235,16 +235,16 @@ export class View {
     for (let i = todo.length - 1; i >= 0; i--) {
       const d = todo[i]
       const own = d === '/' ? '/' : above === null ? null : join(above, baseName(d))
-      above = this.ownOrigin(this.entries.get(d), own)
-      // Mostly a directory's origin is its own path: keep that string, not an equal copy.
+      above = this.ownLower(this.entries.get(d), own)
+      // Mostly a directory's lower is its own path: keep that string, not an equal copy.
       if (above === d) above = d
-      this.origins.set(d, above)
+      this.lowerPaths.set(d, above)
     }
     return above
   }
 
-  /** Where a directory's origin children come from, given its entry and its own origin path. */
-  private ownOrigin (e: Entry | undefined, own: string | null): string | null {
+  /** Where a directory's lower children come from, given its entry and its own lower path. */
+  private ownLower (e: Entry | undefined, own: string | null): string | null {
     if (!e) return own
     if (e.t !== 'd') return null
     if (e.redirect !== undefined) return e.redirect
@@ -252,17 +252,17 @@ export class View {
     return own
   }
 
-  /** What an entry means for the origin of the paths below it (equal: nothing changes). */
-  private static originEffect (e: Entry | undefined): string {
+  /** What an entry means for the lower of the paths below it (equal: nothing changes). */
+  private static lowerEffect (e: Entry | undefined): string {
     if (!e || (e.t === 'd' && e.redirect === undefined && !e.opaque)) return ''
     if (e.t !== 'd') return 'x'
     return e.redirect !== undefined ? 'r' + e.redirect : 'o'
   }
 
-  /** Entry `old` at p becomes `e`: drop the computed origins at and below p if that moves them. */
-  private forgetOrigins (p: string, old: Entry | undefined, e: Entry | undefined): void {
-    if (!this.origins.has(p) || View.originEffect(old) === View.originEffect(e)) return
-    for (const q of this.origins.paths()) if (isWithin(q, p)) this.origins.delete(q)
+  /** Entry `old` at p becomes `e`: drop the computed lowerPaths at and below p if that moves them. */
+  private forgetLowerPaths (p: string, old: Entry | undefined, e: Entry | undefined): void {
+    if (!this.lowerPaths.has(p) || View.lowerEffect(old) === View.lowerEffect(e)) return
+    for (const q of this.lowerPaths.paths()) if (isWithin(q, p)) this.lowerPaths.delete(q)
   }
 
   /** The inode record at key, if the view holds a live one. */
@@ -282,26 +282,26 @@ export class View {
       }
       return { kind: 'upper', entry: e, key: p }
     }
-    const op = this.originPathFor(p)
+    const op = this.lowerPathFor(p)
     if (op === null) return null
-    const st = this.origin.stat(op)
+    const st = this.lower.stat(op)
     if (!st) return null
     if (st.t !== 'd' && ('nlink' in st ? st.nlink : st.links ?? 1) > 1) {
       // A real file with several names: one inode, whichever name reaches it.
       const key = inoKey(st.ino)
       const rec = this.record(key)
       if (rec && rec.t === st.t) return { kind: 'upper', entry: rec, key }
-      return { kind: 'origin', originPath: op, stat: st, key }
+      return { kind: 'lower', lowerPath: op, stat: st, key }
     }
-    return { kind: 'origin', originPath: op, stat: st, key: p }
+    return { kind: 'lower', lowerPath: op, stat: st, key: p }
   }
 
   readdir (p: string): string[] {
     const names = new Set<string>()
-    const op = this.dirOriginPath(p)
+    const op = this.dirLowerPath(p)
     if (op !== null) {
-      const st = this.origin.stat(op)
-      if (st && st.t === 'd') for (const n of this.origin.readdir(op)) names.add(n)
+      const st = this.lower.stat(op)
+      if (st && st.t === 'd') for (const n of this.lower.readdir(op)) names.add(n)
     }
     const kids = this.children.get(p)
     if (kids) {
@@ -318,12 +318,12 @@ export class View {
 
   /**
    * Does directory p hold anything: a name the view lists, or a real entry cpfs cannot show (a
-   * name that is not UTF-8, origin.ts realDirents)? Such a directory is never removed.
+   * name that is not UTF-8, lower.ts realDirents)? Such a directory is never removed.
    */
   hasEntries (p: string): boolean {
     if (this.readdir(p).length > 0) return true
-    const op = this.dirOriginPath(p)
-    return op !== null && this.origin.holdsUnshown(op)
+    const op = this.dirLowerPath(p)
+    return op !== null && this.lower.holdsUnshown(op)
   }
 
   /** Upper entries at or below p (for moving a directory). */

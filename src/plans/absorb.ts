@@ -103,17 +103,17 @@ function conflictRule (session: Session, live: boolean): (p: string) => boolean 
  * `force`), by depth then name; and the base entries of those cpfs knew as absent.
  */
 function findDrifted (session: Session, opts: AbsorbOptions, conflicts: (p: string) => boolean): { drifted: string[], baseOps: BatchOp[] } {
-  const origin = session.origin
+  const lower = session.lower
   const drifted: string[] = []
   const baseOps: BatchOp[] = []
   for (const [p, f] of session.capture.fingerprints) {
     if (opts.only && !opts.only(p)) continue
-    if (!fingerprintDrift(f, lstatReal(origin, p))) continue
+    if (!fingerprintDrift(f, lstatReal(lower, p))) continue
     if (!opts.force && conflicts(p)) continue
     drifted.push(p)
     // cpfs knew nothing was there: the history's "before" is that, not what appeared since.
-    if (f.t === null && origin.servedByReal(p)) {
-      origin.setBase(p, { t: 'w' })
+    if (f.t === null && lower.servedByReal(p)) {
+      lower.setBase(p, { t: 'w' })
       baseOps.push(session.store.baseOp(p, { t: 'w' }))
     }
   }
@@ -125,19 +125,19 @@ function findDrifted (session: Session, opts: AbsorbOptions, conflicts: (p: stri
 
 /** The layer that makes the view show each drifted path as the real directory has it now. */
 async function recordDrifted (session: Session, drifted: string[]): Promise<Map<string, Entry>> {
-  const origin = session.origin
+  const lower = session.lower
   const view = session.overlay.view
   const layer = new Map<string, Entry>()
   const covered = new Set<string>() // subtrees recorded whole
   // Paths go by depth and each adds itself or what is below it: the memo stays right (belowAny).
   const belowCovered = belowAny(covered)
-  const note = (p: string): void => session.capture.setFingerprint(p, fingerprintOf(lstatReal(origin, p)))
+  const note = (p: string): void => session.capture.setFingerprint(p, fingerprintOf(lstatReal(lower, p)))
   for (const p of drifted) {
     if (belowCovered(p)) continue
-    const st = lstatReal(origin, p)
+    const st = lstatReal(lower, p)
     const cur = view.resolve(p)
     // Served from the real directory itself: the view shows the change already.
-    if (cur && cur.kind === 'origin' && cur.originPath === p && origin.servedByReal(p)) {
+    if (cur && cur.kind === 'lower' && cur.lowerPath === p && lower.servedByReal(p)) {
       note(p)
       continue
     }
@@ -152,7 +152,7 @@ async function recordDrifted (session: Session, drifted: string[]): Promise<Map<
       continue
     }
     // The same directory: its own metadata, and its entries as the real directory lists them.
-    const e = realEntry(origin, session.chunks, p)
+    const e = realEntry(lower, session.chunks, p)
     const ve = view.entries.get(p)
     if (e.t === 'd' && ve?.t === 'd') {
       if (ve.opaque) e.opaque = 1
@@ -160,7 +160,7 @@ async function recordDrifted (session: Session, drifted: string[]): Promise<Map<
     }
     layer.set(p, e)
     note(p)
-    const real = new Set(realNames(origin.realPath(p)))
+    const real = new Set(realNames(lower.realPath(p)))
     const shown = new Set(view.readdir(p))
     for (const n of shown) {
       if (real.has(n)) continue
@@ -175,7 +175,7 @@ async function recordDrifted (session: Session, drifted: string[]): Promise<Map<
 
 /** Record the real tree at `top` whole, as new entries (an opaque directory hides the view's). */
 async function recordTree (session: Session, top: string, layer: Map<string, Entry>, covered: Set<string>): Promise<void> {
-  const origin = session.origin
+  const lower = session.lower
   // Depth first with an explicit stack: a tree can be deeper than the call stack.
   const stack = [top]
   for (let p = stack.pop(); p !== undefined; p = stack.pop()) {
@@ -183,10 +183,10 @@ async function recordTree (session: Session, top: string, layer: Map<string, Ent
     if (e.t !== 'w') delete e.links // recorded as a file of its own (see unlinkChangedNames)
     if (e.t === 'd') Object.assign(e, { opaque: 1, fresh: 1 })
     layer.set(p, e)
-    session.capture.setFingerprint(p, fingerprintOf(lstatReal(origin, p)))
+    session.capture.setFingerprint(p, fingerprintOf(lstatReal(lower, p)))
     covered.add(p)
     if (e.t !== 'd') continue
-    const names = realNames(origin.realPath(p))
+    const names = realNames(lower.realPath(p))
     for (let i = names.length - 1; i >= 0; i--) stack.push(join(p, names[i]))
   }
 }

@@ -7,7 +7,7 @@
 // to it (link to a temporary name, renamed into place). Anchors stay until the plan has
 // committed (commit.ts removes them), so a plan finished after a crash still finds them.
 import * as fs from 'node:fs'
-import type { Origin } from '../real/lower.js'
+import type { Lower } from '../real/lower.js'
 import { isSafePath, isWithin, parentOf } from '../paths/paths.js'
 import { CpfsError, isCpfsError } from '../errors.js'
 import type { ChunkStore } from '../store/chunks.js'
@@ -54,17 +54,17 @@ export interface ApplyOptions {
 }
 
 /** The real path of a plan's anchor for inode record ino. */
-export function anchorPath (origin: Origin, planId: string, ino: number): string {
-  return origin.realPath(`/.cpfs-link-${planId}-${ino}`)
+export function anchorPath (lower: Lower, planId: string, ino: number): string {
+  return lower.realPath(`/.cpfs-link-${planId}-${ino}`)
 }
 
 /** Remove a plan's anchors (after it committed, or rolled back); returns the real inode numbers that lost that name (their ctime moved). */
-export function removeAnchors (origin: Origin, ops: PlanOp[], planId: string): Set<number> {
+export function removeAnchors (lower: Lower, ops: PlanOp[], planId: string): Set<number> {
   const inos = new Set<number>()
   for (const op of ops) {
     if (op.op !== 'anchor') continue
     try {
-      const path = anchorPath(origin, planId, op.ino)
+      const path = anchorPath(lower, planId, op.ino)
       const st = fs.lstatSync(path, { throwIfNoEntry: false })
       if (!st) continue
       fs.rmSync(path, { force: true })
@@ -74,9 +74,9 @@ export function removeAnchors (origin: Origin, ops: PlanOp[], planId: string): S
   return inos
 }
 
-function tmpName (origin: Origin, p: string, planId: string, index: number): string {
+function tmpName (lower: Lower, p: string, planId: string, index: number): string {
   const dir = parentOf(p)
-  return origin.realPath(dir === '/' ? `/.cpfs-tmp-${planId}-${index}` : `${dir}/.cpfs-tmp-${planId}-${index}`)
+  return lower.realPath(dir === '/' ? `/.cpfs-tmp-${planId}-${index}` : `${dir}/.cpfs-tmp-${planId}-${index}`)
 }
 
 /**
@@ -84,18 +84,18 @@ function tmpName (origin: Origin, p: string, planId: string, index: number): str
  * content rewritten in place unless the plan knows it is the same), or a new file; then its
  * owner, mode, xattrs and times. Idempotent: an anchor that exists is the plan's own.
  */
-function makeAnchor (origin: Origin, chunks: ChunkStore, op: AnchorOp, index: number, opts: ApplyOptions): number {
+function makeAnchor (lower: Lower, chunks: ChunkStore, op: AnchorOp, index: number, opts: ApplyOptions): number {
   const planId = opts.planId
-  const anchor = anchorPath(origin, planId, op.ino)
+  const anchor = anchorPath(lower, planId, op.ino)
   let bytes = 0
   let fresh = false
   if (!fs.lstatSync(anchor, { throwIfNoEntry: false })) {
-    const real = op.from !== undefined ? lstatReal(origin, op.from) : null
+    const real = op.from !== undefined ? lstatReal(lower, op.from) : null
     if (real && real.type === op.type && (op.type !== 'l' || real.target === op.target) && (op.type !== 'n' || (real.fmt === op.fmt && real.rdev === op.rdev))) {
-      fs.linkSync(origin.realPath(op.from!), anchor) // link(2) never follows a symlink
+      fs.linkSync(lower.realPath(op.from!), anchor) // link(2) never follows a symlink
     } else {
       // A new file, made under a temporary name first so that the anchor is never half written.
-      const tmp = tmpName(origin, '/x', planId, index)
+      const tmp = tmpName(lower, '/x', planId, index)
       fs.rmSync(tmp, { force: true })
       if (op.type === 'f') bytes += writeNew(tmp, chunks, op, opts.readContent, opts.faults?.afterWrite)
       else if (op.type === 'l') fs.symlinkSync(op.target!, tmp)
@@ -116,22 +116,22 @@ function makeAnchor (origin: Origin, chunks: ChunkStore, op: AnchorOp, index: nu
   return bytes
 }
 
-export function applyOps (origin: Origin, chunks: ChunkStore, ops: PlanOp[], opts: ApplyOptions): ApplyResult {
-  const run = new PlanRun(origin, chunks, ops, opts)
+export function applyOps (lower: Lower, chunks: ChunkStore, ops: PlanOp[], opts: ApplyOptions): ApplyResult {
+  const run = new PlanRun(lower, chunks, ops, opts)
   ops.forEach((op, index) => {
     try {
       run.applyOne(op, index)
     } catch (err: any) {
       // Never leave a temporary file behind, whatever failed (the roll-back does not know it).
       if (usesTemp(op)) {
-        try { fs.rmSync(tmpName(origin, op.op === 'anchor' ? '/x' : op.path, opts.planId, index), { force: true }) } catch {}
+        try { fs.rmSync(tmpName(lower, op.op === 'anchor' ? '/x' : op.path, opts.planId, index), { force: true }) } catch {}
       }
       if (isCpfsError(err) && err.code === 'UNSAFE_PATH') throw err
       const why = String(err?.message ?? err).split('\n')[0].replace(/\/proc\/self\/fd\/\d+\//g, '')
       throw Object.assign(new Error(`${op.op} ${op.path.slice(1) || '.'}: ${why}`), { code: err?.code, cause: err })
     }
   })
-  makeDurable(origin)
+  makeDurable(lower)
   return { done: run.done, bytesWritten: run.bytesWritten, skipped: run.skipped }
 }
 
@@ -146,9 +146,9 @@ export function applyOps (origin: Origin, chunks: ChunkStore, ops: PlanOp[], opt
  * next command. Linux reports such an error to each open file description once, so it cannot
  * be retried away by calling again.
  */
-function makeDurable (origin: Origin): void {
+function makeDurable (lower: Lower): void {
   try {
-    native.syncfs(origin.dirFd)
+    native.syncfs(lower.dirFd)
   } catch (err: any) {
     throw Object.assign(new Error(`syncfs: ${err?.code ?? err?.message ?? err}: what the plan wrote may not be on the disk`), { code: err?.code, cause: err })
   }
@@ -169,7 +169,7 @@ class PlanRun {
   /** Real inodes this plan has changed already (anchors, rewrites in place): all their names moved. */
   private readonly ours = new Set<number>()
 
-  constructor (private readonly origin: Origin, private readonly chunks: ChunkStore, ops: PlanOp[], private readonly opts: ApplyOptions) {
+  constructor (private readonly lower: Lower, private readonly chunks: ChunkStore, ops: PlanOp[], private readonly opts: ApplyOptions) {
     this.keep = { prints: opts.prints, kept: [], seen: this.seen }
     ops.forEach((op, i) => {
       if (!this.firstOp.has(op.path)) this.firstOp.set(op.path, i)
@@ -179,19 +179,19 @@ class PlanRun {
 
   applyOne (op: PlanOp, index: number): void {
     const p = op.path
-    this.opts.faults?.beforeOp?.(index, op, this.origin)
+    this.opts.faults?.beforeOp?.(index, op, this.lower)
     this.opts.faults?.failOp?.(index)
     if (this.leftAlone(p)) return
     this.seen.add(p)
     this.opts.progress?.(index, true)
     // Replacing or removing one name of a real file with several moves its ctime for the others.
-    const cur = lstatReal(this.origin, p)
+    const cur = lstatReal(this.lower, p)
     if (cur.type !== null && cur.type !== 'd' && cur.nlink > 1) this.ours.add(cur.ino)
     if (!isSafePath(p)) throw new CpfsError('UNSAFE_PATH', `refusing to touch ${JSON.stringify(p)} outside the workspace`, 'the journal was tampered with')
     if (!this.perform(op, index)) return
     this.done++
     // A directory the op replaced or removed was forgotten with everything below it (removeReal).
-    this.origin.forget(p, false)
+    this.lower.forget(p, false)
     this.opts.progress?.(index, false)
     this.opts.onOp?.(index, op)
     this.opts.faults?.afterOp?.(index)
@@ -206,7 +206,7 @@ class PlanRun {
     if (this.skipped.some(q => isWithin(p, q)) || this.finished.has(p)) return true
     const print = this.opts.prints?.get(p)
     if (!print || this.seen.has(p)) return false
-    const now = fingerprint(this.origin, p)
+    const now = fingerprint(this.lower, p)
     const unchanged = samePrint(print, now) || (now.type === print.type && now.ino === print.ino && this.ours.has(now.ino))
     const first = this.firstOp.get(p)!
     const last = this.lastOp.get(p)!
@@ -216,7 +216,7 @@ class PlanRun {
     // Finishing after a crash: a path already as the plan makes it is done (the crash came
     // after it); anything else was changed by someone else since.
     const want = resume?.expect.get(p)
-    if (want && verifyPaths(this.origin, new Map([[p, want]])).mismatches.length === 0) this.finished.add(p)
+    if (want && verifyPaths(this.lower, new Map([[p, want]])).mismatches.length === 0) this.finished.add(p)
     else this.skipped.push(p)
     return true
   }
@@ -224,7 +224,7 @@ class PlanRun {
   /** Removes what is at p for a replacement; false (p skipped) when something below it is another process's. */
   private clear (p: string): boolean {
     const before = this.keep.kept.length
-    if (removeReal(this.origin, p, this.ours, this.keep)) return true
+    if (removeReal(this.lower, p, this.ours, this.keep)) return true
     this.skipped.push(p, ...this.keep.kept.slice(before).filter(q => q !== p))
     return false
   }
@@ -244,7 +244,7 @@ class PlanRun {
   }
 
   private remove (op: Extract<PlanOp, { op: 'remove' }>): boolean {
-    const st = lstatReal(this.origin, op.path)
+    const st = lstatReal(this.lower, op.path)
     if (st.blockedBy) return true
     // Idempotent: remove only what the plan expects there (a re-run must not remove
     // what a later op of the same plan already put in its place).
@@ -253,32 +253,32 @@ class PlanRun {
   }
 
   private mkdir (p: string): boolean {
-    ensureParents(this.origin, p)
-    const st = lstatReal(this.origin, p)
+    ensureParents(this.lower, p)
+    const st = lstatReal(this.lower, p)
     if (st.type === 'd') return true
     if (st.type && !this.clear(p)) return false
-    fs.mkdirSync(this.origin.realPath(p), { mode: 0o700 })
+    fs.mkdirSync(this.lower.realPath(p), { mode: 0o700 })
     return true
   }
 
   private write (op: Extract<PlanOp, { op: 'write' }>, index: number): boolean {
     const p = op.path
-    ensureParents(this.origin, p)
-    const real = lstatReal(this.origin, p)
+    ensureParents(this.lower, p)
+    const real = lstatReal(this.lower, p)
     if (real.type === 'f' && real.nlink > 1 && op.ino === real.ino) {
       // The real file has other names (hard links): rewrite it in place so that they all
       // see the edit, as they would have on the real disk. A crash midway leaves it
       // partly written until the next cpfs command finishes the journaled plan.
-      this.bytesWritten += rewriteFile(this.origin.realPath(p), this.chunks, op)
+      this.bytesWritten += rewriteFile(this.lower.realPath(p), this.chunks, op)
       this.ours.add(real.ino)
       return true
     }
-    return this.viaTemp(p, index, (tmp) => { this.bytesWritten += writeNew(tmp, this.chunks, op, this.opts.readContent, this.opts.faults?.afterWrite) }, () => lstatReal(this.origin, p).type === 'd')
+    return this.viaTemp(p, index, (tmp) => { this.bytesWritten += writeNew(tmp, this.chunks, op, this.opts.readContent, this.opts.faults?.afterWrite) }, () => lstatReal(this.lower, p).type === 'd')
   }
 
   private symlink (op: Extract<PlanOp, { op: 'symlink' }>, index: number): boolean {
-    ensureParents(this.origin, op.path)
-    const st = lstatReal(this.origin, op.path)
+    ensureParents(this.lower, op.path)
+    const st = lstatReal(this.lower, op.path)
     if (st.type === 'l' && st.target === op.target) return true
     return this.viaTemp(op.path, index, (tmp) => {
       fs.symlinkSync(op.target, tmp)
@@ -289,8 +289,8 @@ class PlanRun {
   }
 
   private mknod (op: Extract<PlanOp, { op: 'mknod' }>, index: number): boolean {
-    ensureParents(this.origin, op.path)
-    const st = lstatReal(this.origin, op.path)
+    ensureParents(this.lower, op.path)
+    const st = lstatReal(this.lower, op.path)
     if (st.type === 'n' && st.fmt === op.fmt && st.rdev === op.rdev) return true
     // Made under a temporary name and renamed into place, like files: never half there.
     return this.viaTemp(op.path, index, (tmp) => {
@@ -303,35 +303,35 @@ class PlanRun {
   }
 
   private anchor (op: AnchorOp, index: number): boolean {
-    this.bytesWritten += makeAnchor(this.origin, this.chunks, op, index, this.opts)
-    const st = fs.lstatSync(anchorPath(this.origin, this.opts.planId, op.ino), { throwIfNoEntry: false })
+    this.bytesWritten += makeAnchor(this.lower, this.chunks, op, index, this.opts)
+    const st = fs.lstatSync(anchorPath(this.lower, this.opts.planId, op.ino), { throwIfNoEntry: false })
     if (st) this.ours.add(st.ino)
     return true
   }
 
   private link (op: Extract<PlanOp, { op: 'link' }>, index: number): boolean {
     const p = op.path
-    const anchor = fs.lstatSync(anchorPath(this.origin, this.opts.planId, op.ino), { throwIfNoEntry: false })
+    const anchor = fs.lstatSync(anchorPath(this.lower, this.opts.planId, op.ino), { throwIfNoEntry: false })
     if (!anchor) {
       // Its anchor was left alone (another process changed the path it comes from).
       this.skipped.push(p)
       return false
     }
-    ensureParents(this.origin, p)
-    const st = lstatReal(this.origin, p)
+    ensureParents(this.lower, p)
+    const st = lstatReal(this.lower, p)
     if (st.type !== null && st.ino === Number(anchor.ino)) return true
     if (st.type === 'd' && !this.clear(p)) return false
     // A directory in the way is gone already (cleared before the link was made).
-    return this.viaTemp(p, index, (tmp) => fs.linkSync(anchorPath(this.origin, this.opts.planId, op.ino), tmp), () => false)
+    return this.viaTemp(p, index, (tmp) => fs.linkSync(anchorPath(this.lower, this.opts.planId, op.ino), tmp), () => false)
   }
 
   private chmod (op: Extract<PlanOp, { op: 'chmod' }>): boolean {
     const p = op.path
-    const st = lstatReal(this.origin, p)
+    const st = lstatReal(this.lower, p)
     // chmod follows symlinks: never apply it to one.
-    if (st.type === 'l' && canChown) fs.lchownSync(this.origin.realPath(p), op.uid, op.gid)
-    if (st.type === 'l') setXattrs(this.origin.realPath(p), op.x)
-    if (st.type === 'f' || st.type === 'd' || st.type === 'n') setMeta(this.origin.realPath(p), st, op)
+    if (st.type === 'l' && canChown) fs.lchownSync(this.lower.realPath(p), op.uid, op.gid)
+    if (st.type === 'l') setXattrs(this.lower.realPath(p), op.x)
+    if (st.type === 'f' || st.type === 'd' || st.type === 'n') setMeta(this.lower.realPath(p), st, op)
     return true
   }
 
@@ -342,7 +342,7 @@ class PlanRun {
    * and when something below it is another process's (p skipped), the temporary name goes.
    */
   private viaTemp (p: string, index: number, make: (tmp: string) => void, dirInTheWay: () => boolean): boolean {
-    const tmp = tmpName(this.origin, p, this.opts.planId, index)
+    const tmp = tmpName(this.lower, p, this.opts.planId, index)
     // Whatever is at a temporary name is a leftover (or planted): it goes.
     fs.rmSync(tmp, { force: true })
     make(tmp)
@@ -350,7 +350,7 @@ class PlanRun {
       fs.rmSync(tmp, { force: true })
       return false
     }
-    fs.renameSync(tmp, this.origin.realPath(p))
+    fs.renameSync(tmp, this.lower.realPath(p))
     return true
   }
 }
@@ -361,10 +361,10 @@ function usesTemp (op: PlanOp): boolean {
 }
 
 /** Remove temporary files a crashed plan may have left (recovery). */
-export function cleanTemps (origin: Origin, ops: PlanOp[], planId: string): void {
+export function cleanTemps (lower: Lower, ops: PlanOp[], planId: string): void {
   ops.forEach((op, index) => {
     if (!usesTemp(op)) return
-    const tmp = tmpName(origin, op.op === 'anchor' ? '/x' : op.path, planId, index)
+    const tmp = tmpName(lower, op.op === 'anchor' ? '/x' : op.path, planId, index)
     try {
       fs.rmSync(tmp, { force: true })
     } catch {}

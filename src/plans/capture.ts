@@ -15,14 +15,14 @@ import type { BatchOp } from '../store/keys.js'
  * was captured.
  */
 export async function capture (session: Session, p: string, recursive: boolean, ops: BatchOp[]): Promise<void> {
-  const origin = session.origin
+  const lower = session.lower
   // Depth first with an explicit stack: a tree can be deeper than the call stack.
   const stack = [p]
   for (let q = stack.pop(); q !== undefined; q = stack.pop()) {
     const op = await session.capture.captureBaseAsync(q)
     if (op) ops.push(op)
-    if (!recursive || lstatReal(origin, q).type !== 'd') continue
-    const names = realNames(origin.realPath(q))
+    if (!recursive || lstatReal(lower, q).type !== 'd') continue
+    const names = realNames(lower.realPath(q))
     for (let i = names.length - 1; i >= 0; i--) stack.push(join(q, names[i]))
   }
 }
@@ -34,18 +34,18 @@ export async function capture (session: Session, p: string, recursive: boolean, 
  * beside a real one that kept the same inode number as a different file.
  */
 export async function captureOtherNames (session: Session, paths: Iterable<string>, removedDirs: Iterable<string>, ops: BatchOp[]): Promise<void> {
-  const origin = session.origin
+  const lower = session.lower
   const inos = new Set<number>()
   const note = (p: string): void => {
-    const st = lstatReal(origin, p)
+    const st = lstatReal(lower, p)
     if (st.type === 'f' && st.nlink > 1) inos.add(st.ino)
   }
   for (const p of paths) note(p)
   // A directory the plan removes takes its files' names with it.
-  for (const p of removedDirs) if (lstatReal(origin, p).type === 'd') eachReal(origin, p, (q, d) => { if (d.isFile()) note(q) })
+  for (const p of removedDirs) if (lstatReal(lower, p).type === 'd') eachReal(lower, p, (q, d) => { if (d.isFile()) note(q) })
   if (inos.size === 0) return
   const found: string[] = []
-  eachReal(origin, '/', (q, d) => { if (d.isFile() && inos.has(lstatReal(origin, q).ino)) found.push(q) })
+  eachReal(lower, '/', (q, d) => { if (d.isFile() && inos.has(lstatReal(lower, q).ino)) found.push(q) })
   for (const q of found) await capture(session, q, false, ops)
 }
 
@@ -53,12 +53,12 @@ export async function captureOtherNames (session: Session, paths: Iterable<strin
  * Every entry below real directory `dir` (not following symlinks), depth first, with an
  * explicit stack: a tree can be deeper than the call stack. Unreadable directories are skipped.
  */
-function eachReal (origin: Session['origin'], dir: string, fn: (q: string, d: fs.Dirent) => void): void {
+function eachReal (lower: Session['lower'], dir: string, fn: (q: string, d: fs.Dirent) => void): void {
   const stack = [dir]
   for (let cur = stack.pop(); cur !== undefined; cur = stack.pop()) {
     let kids: fs.Dirent[]
     try {
-      kids = realDirents(origin.realPath(cur))
+      kids = realDirents(lower.realPath(cur))
     } catch {
       continue
     }

@@ -45,7 +45,7 @@ export function recordFingerprints (session: Session, paths: Iterable<string>, r
     const old = session.capture.fingerprints.get(p)
     // A name removed or replaced moved the ctime of the file it was (its other names').
     if (old && old.t !== null && old.t !== 'd') inos.add(old.ino)
-    const st = lstatReal(session.origin, p)
+    const st = lstatReal(session.lower, p)
     session.capture.setFingerprint(p, fingerprintOf(st))
     if (st.type !== null && st.type !== 'd' && st.nlink > 1) inos.add(st.ino)
   }
@@ -54,7 +54,7 @@ export function recordFingerprints (session: Session, paths: Iterable<string>, r
   if (inos.size) {
     for (const [q, f] of [...session.capture.fingerprints]) {
       if (f.t === null || f.t === 'd' || !inos.has(f.ino)) continue
-      const st = lstatReal(session.origin, q)
+      const st = lstatReal(session.lower, q)
       if (st.ino === f.ino) session.capture.setFingerprint(q, fingerprintOf(st))
     }
   }
@@ -65,10 +65,10 @@ export async function dropAnchors (session: Session): Promise<void> {
   const raw = session.store.getSync(ANCHORS_KEY)
   if (!raw) return
   const { id, ops } = decode<{ id: string, ops: PlanOp[] }>(raw)
-  const inos = removeAnchors(session.origin, ops, id)
+  const inos = removeAnchors(session.lower, ops, id)
   // Losing the anchor name moved those files' ctime: their names are known as they are now,
   // or the next plan would take that for a change made outside cpfs.
-  for (const [q, f] of [...session.capture.fingerprints]) if (f.t !== null && f.t !== 'd' && inos.has(f.ino)) session.capture.setFingerprint(q, fingerprintOf(lstatReal(session.origin, q)))
+  for (const [q, f] of [...session.capture.fingerprints]) if (f.t !== null && f.t !== 'd' && inos.has(f.ino)) session.capture.setFingerprint(q, fingerprintOf(lstatReal(session.lower, q)))
   await session.store.batch([...session.capture.fingerprintOps(), { type: 'del', key: ANCHORS_KEY }], true)
 }
 

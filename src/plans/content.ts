@@ -2,7 +2,7 @@
 // that is not all zeros, in index order. Zeros are never hashed, stored, written or compared
 // byte by byte: a 100 GiB sparse file written in the mount is applied as a sparse file, and
 // verified by reading only its data (SEEK_DATA / SEEK_HOLE on the real file).
-import type { Origin } from '../real/lower.js'
+import type { Lower } from '../real/lower.js'
 import { chunkHex, realContent, type Sparse } from '../real/read.js'
 import { isZero, type ChunkStore } from '../store/chunks.js'
 import { CHUNK_SIZE, chunkCount, chunkLen, srcBytes, type FileEntry } from '../store/entries.js'
@@ -17,18 +17,18 @@ export function sameContent (a: Sparse, b: Sparse): boolean {
   return true
 }
 
-/** The content a view holds for a file: an entry's chunks and origin ranges, or an origin file. */
-export function viewContent (origin: Origin, chunks: ChunkStore, content: Content, size: number, store = true): Sparse {
+/** The content a view holds for a file: an entry's chunks and lower ranges, or a lower file. */
+export function viewContent (lower: Lower, chunks: ChunkStore, content: Content, size: number, store = true): Sparse {
   const keep = store ? chunks : null
-  if (content.from === 'origin') {
-    if (origin.servedByReal(content.path)) return realContent(origin, content.path, keep).data
-    const base = origin.base.get(content.path) as FileEntry
-    return entryContent(origin, chunks, base, keep)
+  if (content.from === 'lower') {
+    if (lower.servedByReal(content.path)) return realContent(lower, content.path, keep).data
+    const base = lower.base.get(content.path) as FileEntry
+    return entryContent(lower, chunks, base, keep)
   }
-  return entryContent(origin, chunks, content.entry, keep, size)
+  return entryContent(lower, chunks, content.entry, keep, size)
 }
 
-function entryContent (origin: Origin, chunks: ChunkStore, e: FileEntry, keep: ChunkStore | null, size = e.size): Sparse {
+function entryContent (lower: Lower, chunks: ChunkStore, e: FileEntry, keep: ChunkStore | null, size = e.size): Sparse {
   const srcEnd = Math.min(srcBytes(e), size)
   const idxs = new Set<number>()
   for (const [idx, ref] of e.chunks) if (ref && idx < chunkCount(size)) idxs.add(idx)
@@ -50,7 +50,7 @@ function entryContent (origin: Origin, chunks: ChunkStore, e: FileEntry, keep: C
       data.copy(piece, 0, 0, Math.min(len, data.length))
     } else {
       piece.fill(0)
-      origin.read(e.src!, piece, 0, Math.min(len, srcEnd - idx * CHUNK_SIZE), idx * CHUNK_SIZE)
+      lower.read(e.src!, piece, 0, Math.min(len, srcEnd - idx * CHUNK_SIZE), idx * CHUNK_SIZE)
     }
     const hex = chunkHex(piece, keep)
     if (hex) out.push([idx, hex])

@@ -2,7 +2,7 @@
 // over drift (unless --force), so that nothing another process wrote is replaced unseen.
 import type { View } from '../overlay/view.js'
 import { join } from '../paths/paths.js'
-import { realNames, type Origin } from '../real/lower.js'
+import { realNames, type Lower } from '../real/lower.js'
 import { fingerprintDrift, fingerprintOf } from '../store/fingerprints.js'
 import type { Session } from '../session/session.js'
 import { lstatReal, type RealState } from '../real/read.js'
@@ -24,10 +24,10 @@ function driftOf (session: Session, expected: View, p: string, real: RealState):
   if (want.type === 'l' && real.target !== want.target) return 'symlink target changed'
   if (want.type === 'n' && (real.fmt !== want.fmt || real.rdev !== want.rdev)) return 'node type changed'
   if (want.type === 'f') {
-    // Origin content that the real directory itself serves cannot have drifted from itself.
-    if (r.kind === 'origin' && r.originPath === p && session.origin.servedByReal(p)) return null
+    // Lower content that the real directory itself serves cannot have drifted from itself.
+    if (r.kind === 'lower' && r.lowerPath === p && session.lower.servedByReal(p)) return null
     if (real.size !== want.size) return 'content changed'
-    if (!sameContent(realContent(session.origin, p, null).data, want.data!)) return 'content changed'
+    if (!sameContent(realContent(session.lower, p, null).data, want.data!)) return 'content changed'
   }
   return null
 }
@@ -45,7 +45,7 @@ export function findDrift (session: Session, expected: View, ops: PlanOp[]): str
   for (const op of ops) {
     if (seen.has(op.path)) continue
     seen.add(op.path)
-    const real = lstatReal(session.origin, op.path)
+    const real = lstatReal(session.lower, op.path)
     const f = session.capture.fingerprints.get(op.path)
     const why = f ? fingerprintDrift(f, real) : driftOf(session, expected, op.path, real) ?? unseen(session, op.path, real)
     if (why) {
@@ -54,7 +54,7 @@ export function findDrift (session: Session, expected: View, ops: PlanOp[]): str
     }
     if (op.op === 'remove' && op.type === 'd' && real.type === 'd') {
       const since = f?.at ?? session.openedAt
-      walkReal(session.origin, op.path, (q, st) => {
+      walkReal(session.lower, op.path, (q, st) => {
         const fq = session.capture.fingerprints.get(q)
         const w = fq ? fingerprintDrift(fq, st) : st.ctime > since ? unseen(session, q, st) ?? 'changed after cpfs last saw it' : null
         if (w) say(q, w)
@@ -93,19 +93,19 @@ export async function noteUnseenChanges (session: Session): Promise<void> {
  * a directory's entries before what is below them, with an explicit stack (a tree can be
  * deeper than the call stack).
  */
-export function walkReal (origin: Origin, p: string, fn: (q: string, st: RealState) => void): void {
+export function walkReal (lower: Lower, p: string, fn: (q: string, st: RealState) => void): void {
   const stack = [p]
   for (let dir = stack.pop(); dir !== undefined; dir = stack.pop()) {
     let names: string[]
     try {
-      names = realNames(origin.realPath(dir))
+      names = realNames(lower.realPath(dir))
     } catch {
       continue
     }
     const subdirs: string[] = []
     for (const name of names) {
       const q = join(dir, name)
-      const st = lstatReal(origin, q)
+      const st = lstatReal(lower, q)
       fn(q, st)
       if (st.type === 'd') subdirs.push(q)
     }

@@ -15,7 +15,7 @@ export function expectOf (session: Session, view: View, p: string, contents: Map
   const type = resolvedType(r)
   const meta = r.kind === 'upper' ? r.entry : r.stat
   const mode = meta.mode & 0o7777
-  const x = r.kind === 'upper' ? r.entry.x : 'nlink' in r.stat ? view.origin.xattrs(r.originPath) : r.stat.x
+  const x = r.kind === 'upper' ? r.entry.x : 'nlink' in r.stat ? view.lower.xattrs(r.lowerPath) : r.stat.x
   const owner = { ...(process.getuid?.() === 0 ? { uid: meta.uid, gid: meta.gid } : {}), x: x ?? null }
   if (type === 'd') return { type, mode, ...owner }
   if (type === 'n') {
@@ -23,18 +23,18 @@ export function expectOf (session: Session, view: View, p: string, contents: Map
     return { type, mode, fmt: 'nlink' in s ? s.mode & 0o170000 : s.fmt, rdev: s.rdev, ...owner }
   }
   if (type === 'l') {
-    const target = r.kind === 'upper' ? (r.entry as any).target : ('nlink' in r.stat ? view.origin.readlink(r.originPath) : (r.stat as any).target)
+    const target = r.kind === 'upper' ? (r.entry as any).target : ('nlink' in r.stat ? view.lower.readlink(r.lowerPath) : (r.stat as any).target)
     return { type, target, ...owner }
   }
   const size = r.kind === 'upper' ? (r.entry as FileEntry).size : (r.stat as any).size
-  const data = contents.get(p) ?? viewContent(session.origin, session.chunks, contentOf(r), size, store)
+  const data = contents.get(p) ?? viewContent(session.lower, session.chunks, contentOf(r), size, store)
   return { type, mode, size, data, ...owner }
 }
 
 function contentOf (r: Resolved): Content {
   if (r.kind === 'upper') return { from: 'entry', entry: r.entry as FileEntry }
   if (!('nlink' in r.stat)) return { from: 'entry', entry: r.stat as FileEntry }
-  return { from: 'origin', path: r.originPath }
+  return { from: 'lower', path: r.lowerPath }
 }
 
 /**
@@ -43,7 +43,7 @@ function contentOf (r: Resolved): Content {
  * verifier will expect of every path they touch.
  */
 export function materialise (session: Session, target: View, planned: PlanOp[]): { ops: PlanOp[], expect: Map<string, Expect> } {
-  const origin = session.origin
+  const lower = session.lower
   const contents = new Map<string, Sparse>()
   const ops: PlanOp[] = []
   const anchorData = new Map<number, Sparse>()
@@ -51,7 +51,7 @@ export function materialise (session: Session, target: View, planned: PlanOp[]):
   const preparing = phase('preparing', 'files', writes.length, writes.reduce((n, op) => n + (op.op === 'write' ? op.size : 0), 0))
   for (const op of planned) {
     if (op.op === 'anchor' && op.content) {
-      op.data = viewContent(origin, session.chunks, op.content, op.size)
+      op.data = viewContent(lower, session.chunks, op.content, op.size)
       delete op.content
       anchorData.set(op.ino, op.data)
     }
@@ -60,14 +60,14 @@ export function materialise (session: Session, target: View, planned: PlanOp[]):
       if (data) contents.set(op.path, data)
     }
     if (op.op === 'write') {
-      op.data = viewContent(origin, session.chunks, op.content!, op.size)
+      op.data = viewContent(lower, session.chunks, op.content!, op.size)
       preparing.item()
       delete op.content
       contents.set(op.path, op.data)
       if (op.ifDiffers) {
-        const real = lstatReal(origin, op.path)
+        const real = lstatReal(lower, op.path)
         const ownerOk = process.getuid?.() !== 0 || (real.uid === op.uid && real.gid === op.gid)
-        if (real.type === 'f' && real.mode === op.mode && real.size === op.size && ownerOk && sameContent(realContent(origin, op.path, null).data, op.data)) continue
+        if (real.type === 'f' && real.mode === op.mode && real.size === op.size && ownerOk && sameContent(realContent(lower, op.path, null).data, op.data)) continue
       }
       delete op.ifDiffers
     }

@@ -7,12 +7,12 @@
 // (faultsFromEnv): the tests drive real cpfs processes (the CLI, the daemon it starts), and
 // the environment is the one way into those. No other module reads these variables.
 import * as fs from 'node:fs'
-import type { Origin } from '../real/lower.js'
+import type { Lower } from '../real/lower.js'
 import type { PlanOp } from './planner.js'
 
 export interface Faults {
   /** Before operation `index` of a plan: another process changes the real directory. */
-  beforeOp?: (index: number, op: PlanOp, origin: Origin) => void
+  beforeOp?: (index: number, op: PlanOp, lower: Lower) => void
   /** Before operation `index` of a plan: the real filesystem refuses it (throws). */
   failOp?: (index: number) => void
   /** After operation `index` of a plan completed: the process dies (as with kill -9). */
@@ -60,10 +60,10 @@ export function faultsFromEnv (env: NodeJS.ProcessEnv): Faults | undefined {
 
 function editBeforeOp (spec: string): NonNullable<Faults['beforeOp']> {
   const [at, path] = spec.split(':')
-  return (index, op, origin) => {
+  return (index, op, lower) => {
     if (index !== Number(at)) return
-    if (path) fs.writeFileSync(origin.realPath(path), 'made concurrently\n')
-    else fs.appendFileSync(origin.realPath(op.path), 'edited concurrently\n')
+    if (path) fs.writeFileSync(lower.realPath(path), 'made concurrently\n')
+    else fs.appendFileSync(lower.realPath(op.path), 'edited concurrently\n')
   }
 }
 

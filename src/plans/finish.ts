@@ -47,7 +47,7 @@ function dataBytes (ops: PlanOp[]): number {
 
 /** Apply, verify and commit journaled plan j; `recovered`: it is being finished after a crash. */
 export async function finish (session: Session, j: Journal, recovered: boolean, faults: Faults = NO_FAULTS): Promise<PlanSummary> {
-  if (recovered) cleanTemps(session.origin, j.ops, j.id)
+  if (recovered) cleanTemps(session.lower, j.ops, j.id)
   const progress = new Progress(session)
   const applied = await applyJournal(session, j, recovered, progress, faults)
   const skipped = applied.skipped
@@ -74,13 +74,13 @@ export async function finish (session: Session, j: Journal, recovered: boolean, 
 
 /** Apply a journaled plan's operations; when that fails, roll the plan back and say so. */
 async function applyJournal (session: Session, j: Journal, recovered: boolean, progress: Progress, faults: Faults): Promise<ApplyResult> {
-  const origin = session.origin
+  const lower = session.lower
   const applying = phase('applying', 'operations', j.ops.length, dataBytes(j.ops))
   // A plan journaled by cpfs before 0.2 has no fingerprints: it is finished as it was then.
   const prints = j.prints
   const resume = recovered && prints ? { ...progress.read(j.id), expect: j.expect } : undefined
   try {
-    const applied = applyOps(origin, session.chunks, j.ops, {
+    const applied = applyOps(lower, session.chunks, j.ops, {
       planId: j.id,
       prints,
       resume,
@@ -108,9 +108,9 @@ async function applyJournal (session: Session, j: Journal, recovered: boolean, p
 
 /** Verify every path the plan should have made; a mismatch rolls the plan back, and is thrown. */
 async function verifyOrRollBack (session: Session, j: Journal, expect: Map<string, Expect>, progress: Progress, faults: Faults): Promise<VerifyResult> {
-  const origin = session.origin
+  const lower = session.lower
   const verifying = phase('verifying', 'paths', expect.size, [...expect.values()].reduce((n, e) => n + (e.data ? sparseBytes(e.data, e.size!) : 0), 0))
-  const result = verifyPaths(origin, expect, () => verifying.item())
+  const result = verifyPaths(lower, expect, () => verifying.item())
   verifying.end()
   progress.close(false)
   if (result.mismatches.length) {
@@ -122,7 +122,7 @@ async function verifyOrRollBack (session: Session, j: Journal, expect: Map<strin
       await rollBack(session, j, faults)
       progress.close(true)
     } catch (back: any) {
-      removeAnchors(origin, j.ops, j.id)
+      removeAnchors(lower, j.ops, j.id)
       await session.store.batch(await retireJournal(session.store), true)
       progress.close(true)
       throw new CpfsError('VERIFY_FAILED', `verification failed after applying: ${shown}; the roll-back failed too (${String(back?.message ?? back).split('\n')[0]})`, 'the store still holds every version; check the disk, then run the command again')
@@ -152,8 +152,8 @@ async function commitFinished (session: Session, j: Journal, skipped: string[], 
  * is unchanged, so the command can simply be run again once the cause is fixed.
  */
 async function rollBack (session: Session, j: Journal, faults: Faults): Promise<void> {
-  const origin = session.origin
-  cleanTemps(origin, j.ops, j.id)
+  const lower = session.lower
+  cleanTemps(lower, j.ops, j.id)
   await session.history.load([...(j.after?.newLayers ?? []), ...j.targetStack])
   const before = await viewOf(session, session.meta.applied)
   const planned = await viewOf(session, j.targetStack)
@@ -161,19 +161,19 @@ async function rollBack (session: Session, j: Journal, faults: Faults): Promise<
   const { ops, expect } = materialise(session, before, planViews(planned, before, touched).ops)
   const batch: BatchOp[] = []
   await session.persister.syncBatch(batch)
-  applyOps(origin, session.chunks, ops, { planId: j.id + 'b', faults: { afterWrite: faults.afterWrite } })
-  const result = verifyPaths(origin, expect)
-  removeAnchors(origin, ops, j.id + 'b')
-  removeAnchors(origin, j.ops, j.id)
+  applyOps(lower, session.chunks, ops, { planId: j.id + 'b', faults: { afterWrite: faults.afterWrite } })
+  const result = verifyPaths(lower, expect)
+  removeAnchors(lower, ops, j.id + 'b')
+  removeAnchors(lower, j.ops, j.id)
   if (result.mismatches.length) {
     const shown = result.mismatches.slice(0, 5).map(m => `${m.path.slice(1) || '.'} (${m.why})`).join(', ')
     throw new Error(`the roll-back did not verify: ${shown}`)
   }
-  for (const p of touched) session.capture.setFingerprint(p, fingerprintOf(lstatReal(origin, p)))
+  for (const p of touched) session.capture.setFingerprint(p, fingerprintOf(lstatReal(lower, p)))
   // What the roll-back made again below a directory (new inodes) is known as it is now too.
   const below = belowAny(touched)
   for (const q of [...session.capture.fingerprints.keys()]) {
-    if (!touched.has(q) && below(q)) session.capture.setFingerprint(q, fingerprintOf(lstatReal(origin, q)))
+    if (!touched.has(q) && below(q)) session.capture.setFingerprint(q, fingerprintOf(lstatReal(lower, q)))
   }
   await writeFingerprints(session)
   await session.store.batch(await retireJournal(session.store), true)
@@ -223,8 +223,8 @@ export async function setAsidePlan (session: Session): Promise<boolean> {
   if (!hasJournal(session.store)) return false
   try {
     const j = readJournal(session.store)!
-    cleanTemps(session.origin, j.ops, j.id)
-    removeAnchors(session.origin, j.ops, j.id)
+    cleanTemps(session.lower, j.ops, j.id)
+    removeAnchors(session.lower, j.ops, j.id)
   } catch {} // an unreadable journal is retired all the same
   await session.store.batch([...await retireJournal(session.store), { type: 'del', key: ANCHORS_KEY }], true)
   new Progress(session).close(true)

@@ -5,7 +5,7 @@
 import * as fs from 'node:fs'
 import { basename, dirname, join, resolve } from 'node:path'
 import { CpfsError } from '../errors.js'
-import { Origin } from '../real/lower.js'
+import { Lower } from '../real/lower.js'
 import { View } from '../overlay/view.js'
 import type { Session } from '../session/session.js'
 import type { FileEntry } from '../store/entries.js'
@@ -55,23 +55,23 @@ export async function forkView (session: Session, turn: number, destArg: string,
   const fd = fs.openSync(tmp, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY)
   try {
     const target = await viewOf(session, session.meta.stack.slice(0, turn - 1))
-    const destOrigin = new Origin(fd, new Map(), session.chunks)
-    const plan = planViews(new View(destOrigin), target, ['/'], { full: true })
+    const destLower = new Lower(fd, new Map(), session.chunks)
+    const plan = planViews(new View(destLower), target, ['/'], { full: true })
     const readContent = (op: { path: string }) => {
       const r = target.resolve(op.path)!
-      if (r.kind === 'origin' && 'nlink' in r.stat) {
-        const from = r.originPath
-        return (b: Buffer, off: number, len: number, pos: number) => session.origin.read(from, b, off, len, pos)
+      if (r.kind === 'lower' && 'nlink' in r.stat) {
+        const from = r.lowerPath
+        return (b: Buffer, off: number, len: number, pos: number) => session.lower.read(from, b, off, len, pos)
       }
       const e = (r.kind === 'upper' ? r.entry : r.stat) as FileEntry
       return (b: Buffer, off: number, len: number, pos: number) => readEntry(e, session.chunks, b, off, len, pos,
-        e.src === undefined ? null : (bb, o, l, p) => session.origin.read(e.src!, bb, o, l, p))
+        e.src === undefined ? null : (bb, o, l, p) => session.lower.read(e.src!, bb, o, l, p))
     }
     checkNames(plan.ops, fd)
     for (const op of plan.ops) if (op.op === 'write' || op.op === 'anchor') delete op.content
     const bytes = plan.ops.reduce((n, op) => n + (op.op === 'write' ? op.size : 0), 0)
     const writing = phase('writing', 'operations', plan.ops.length, bytes)
-    const applied = applyOps(destOrigin, session.chunks, plan.ops, { planId: 'fork', readContent, onOp: () => writing.item(), faults: { afterWrite: faults.afterWrite } })
+    const applied = applyOps(destLower, session.chunks, plan.ops, { planId: 'fork', readContent, onOp: () => writing.item(), faults: { afterWrite: faults.afterWrite } })
     writing.end()
     // What each path must hold: the source's content hashed again, not what was just written.
     const hashing = phase('hashing the source', 'paths', plan.ops.length, bytes)
@@ -83,9 +83,9 @@ export async function forkView (session: Session, turn: number, destArg: string,
     hashing.end()
     linkExpectations(plan.ops, expect)
     const verifying = phase('verifying', 'paths', expect.size, bytes)
-    const result = verifyPaths(destOrigin, expect, () => verifying.item())
+    const result = verifyPaths(destLower, expect, () => verifying.item())
     verifying.end()
-    removeAnchors(destOrigin, plan.ops, 'fork')
+    removeAnchors(destLower, plan.ops, 'fork')
     if (result.mismatches.length) {
       const shown = result.mismatches.slice(0, 5).map(m => `${m.path.slice(1)} (${m.why})`).join(', ')
       throw new CpfsError('VERIFY_FAILED', `verification of the fork failed: ${shown}`, 'check the disk holding ' + parent)

@@ -2,7 +2,7 @@
 // applied — a file written in the mount that points at its original bytes (copy-up is O(1):
 // `src`), a directory moved in the mount (its children stay at the old place: `redirect`),
 // the state a discarded or rewound turn started from. Outside edits between sessions must not
-// change those turns, so their origin is captured into the store now (base entries), once;
+// change those turns, so their lower is captured into the store now (base entries), once;
 // applied turns need nothing: the plan that applied them captured every path it changed.
 import { lstatReal } from '../real/read.js'
 import type { Session } from '../session/session.js'
@@ -12,7 +12,7 @@ import { fingerprintDrift } from '../store/fingerprints.js'
 import { isInoKey } from '../store/entries.js'
 import { depth, parentOf } from '../paths/paths.js'
 
-export async function freezeOrigin (session: Session): Promise<number> {
+export async function freezeLower (session: Session): Promise<number> {
   const meta = session.meta
   const applied = new Set(meta.applied)
   const ids = new Set<number>([...meta.stack, ...meta.redo.flat(), ...(meta.discarded ?? []).flatMap(d => d.stack)])
@@ -29,12 +29,12 @@ export async function freezeOrigin (session: Session): Promise<number> {
     }
   }
   const ops: BatchOp[] = []
-  const origin = session.origin
+  const lower = session.lower
   for (const p of trees) await capture(session, p, true, ops)
   // Parents first: below a path the real directory does not have, nothing is there either
   // (most paths a session made), and that is known without looking. Looking (servedByReal,
   // lstatReal) costs O(depth) per path: hours for the 10,000 paths of a 10,000-level tree.
-  // Likewise below a path given a whiteout base here: the origin is that whiteout, not the
+  // Likewise below a path given a whiteout base here: the lower is that whiteout, not the
   // real directory (servedByReal is false).
   const absent = new Set<string>()
   const hidden = new Set<string>()
@@ -49,15 +49,15 @@ export async function freezeOrigin (session: Session): Promise<number> {
       absent.add(p)
       continue
     }
-    if (!origin.servedByReal(p)) continue
+    if (!lower.servedByReal(p)) continue
     if (f && f.t === null) {
       // cpfs knew nothing was there; what may be there now came from outside.
-      origin.setBase(p, { t: 'w' })
+      lower.setBase(p, { t: 'w' })
       ops.push(session.store.baseOp(p, { t: 'w' }))
       hidden.add(p)
       continue
     }
-    const real = lstatReal(origin, p)
+    const real = lstatReal(lower, p)
     if (real.type === null) { // nothing real there: nothing to keep
       absent.add(p)
       continue

@@ -19,7 +19,7 @@ import { isLinked, resolvedType, type Resolved, type View } from '../overlay/vie
 
 export type Content =
   | { from: 'entry', entry: FileEntry }
-  | { from: 'origin', path: string }
+  | { from: 'lower', path: string }
 
 export type PlanOp =
   | { op: 'remove', path: string, type: Kind }
@@ -93,7 +93,7 @@ function ownerOf (r: Resolved): { uid: number, gid: number } {
 
 function xattrsOf (v: View, r: Resolved): Record<string, Buffer> | undefined {
   if (r.kind === 'upper') return r.entry.x
-  return 'nlink' in r.stat ? v.origin.xattrs(r.originPath) : r.stat.x
+  return 'nlink' in r.stat ? v.lower.xattrs(r.lowerPath) : r.stat.x
 }
 
 /** Owner and xattrs of r in view v, as a plan op carries them. */
@@ -111,7 +111,7 @@ export function sameXattrs (a: Record<string, Buffer> | undefined, b: Record<str
 function contentOf (r: Resolved): Content {
   if (r.kind === 'upper') return { from: 'entry', entry: r.entry as FileEntry }
   if (!('nlink' in r.stat)) return { from: 'entry', entry: r.stat as FileEntry }
-  return { from: 'origin', path: r.originPath }
+  return { from: 'lower', path: r.lowerPath }
 }
 
 function inoOf (r: Resolved): number {
@@ -133,16 +133,16 @@ function sizeOf (r: Resolved): number {
 function linkTarget (v: View, r: Resolved): string {
   if (r.kind === 'upper') return (r.entry as any).target
   if (!('nlink' in r.stat)) return (r.stat as any).target
-  return v.origin.readlink(r.originPath)
+  return v.lower.readlink(r.lowerPath)
 }
 
 /** True when both sides surely hold the same bytes; false when unsure (prepare decides). */
 function sameBytes (e: Resolved, t: Resolved): boolean {
-  if (e.kind === 'origin' && t.kind === 'origin') return e.originPath === t.originPath
-  if (e.kind === 'origin' && t.kind === 'upper' && 'nlink' in e.stat) {
-    // A copy-up whose bytes are all still the origin file's (a chmod, a link).
+  if (e.kind === 'lower' && t.kind === 'lower') return e.lowerPath === t.lowerPath
+  if (e.kind === 'lower' && t.kind === 'upper' && 'nlink' in e.stat) {
+    // A copy-up whose bytes are all still the lower file's (a chmod, a link).
     const b = t.entry as FileEntry
-    return b.src === e.originPath && b.chunks.size === 0 && b.size === e.stat.size && srcBytes(b) === b.size
+    return b.src === e.lowerPath && b.chunks.size === 0 && b.size === e.stat.size && srcBytes(b) === b.size
   }
   if (e.kind === 'upper' && t.kind === 'upper') {
     if (e.entry === t.entry) return true
@@ -413,7 +413,7 @@ function anchorOf (expected: View, target: View, key: string, names: string[], r
   const t: Resolved = rec ? { kind: 'upper', entry: rec, key } : rep
   const type = resolvedType(t)
   const ino = inoOfKey(key)
-  const came = rec ? rec.o : t.kind === 'origin' ? t.originPath : undefined
+  const came = rec ? rec.o : t.kind === 'lower' ? t.lowerPath : undefined
   const candidates = [...new Set([...names, ...namesIn(expected, key, expectedRealNames), ...(came !== undefined ? [came] : [])])]
   let from: string | undefined
   let fromRes: Resolved | null = null

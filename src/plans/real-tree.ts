@@ -2,7 +2,7 @@
 // path is still what the plan saw (fingerprints), write a file's content, remove a tree
 // without following symlinks, make a path's parents directories.
 import * as fs from 'node:fs'
-import { failedAt, realNames, type Origin } from '../real/lower.js'
+import { failedAt, realNames, type Lower } from '../real/lower.js'
 import { ancestorsDown, isWithin, join, parentOf } from '../paths/paths.js'
 import { isZero, type ChunkStore } from '../store/chunks.js'
 import { CHUNK_SIZE, type Kind } from '../store/entries.js'
@@ -23,8 +23,8 @@ export interface Fingerprint {
   ino: number
 }
 
-export function fingerprint (origin: Origin, p: string): Fingerprint {
-  const st = lstatReal(origin, p)
+export function fingerprint (lower: Lower, p: string): Fingerprint {
+  const st = lstatReal(lower, p)
   return { type: st.type, size: st.size, mtime: st.mtime, ctime: st.ctime, ino: st.ino }
 }
 
@@ -131,16 +131,16 @@ export interface Keep {
  * was kept (p is still there). Walks with a stack of its own, not by recursion: a tree of any
  * depth can be removed.
  */
-export function removeReal (origin: Origin, root: string, ours?: Set<number>, keep?: Keep): boolean {
+export function removeReal (lower: Lower, root: string, ours?: Set<number>, keep?: Keep): boolean {
   interface Dir { p: string, names: string[], next: number, all: boolean }
   const stack: Dir[] = []
   /** Removes a non-directory at once (true/false); a directory is pushed (null: not done yet). */
   const visit = (p: string, below: boolean): boolean | null => {
-    const st = fs.lstatSync(origin.realPath(p), { throwIfNoEntry: false })
+    const st = fs.lstatSync(lower.realPath(p), { throwIfNoEntry: false })
     if (!st) return true
     if (below && keep?.prints && !keep.seen.has(p)) {
       const print = keep.prints.get(p)
-      const now = fingerprint(origin, p)
+      const now = fingerprint(lower, p)
       // A file this plan changed through another name (a link, an anchor) is still the file it was.
       if (!print || (!samePrint(print, now) && !(now.type === print.type && now.ino === print.ino && ours?.has(now.ino)))) {
         keep.kept.push(p)
@@ -150,18 +150,18 @@ export function removeReal (origin: Origin, root: string, ours?: Set<number>, ke
     if (!st.isDirectory()) {
       // A file with other names: their ctime moves (the plan's own change, for its re-checks).
       if (st.nlink > 1) ours?.add(st.ino)
-      fs.unlinkSync(origin.realPath(p))
+      fs.unlinkSync(lower.realPath(p))
       return true
     }
-    stack.push({ p, names: realNames(origin.realPath(p)), next: 0, all: true })
+    stack.push({ p, names: realNames(lower.realPath(p)), next: 0, all: true })
     return null
   }
   /** A directory whose entries have all been visited: removed unless something in it was kept. */
   const close = (d: Dir): boolean => {
-    origin.forget(d.p)
+    lower.forget(d.p)
     if (!d.all) return false
     try {
-      fs.rmdirSync(origin.realPath(d.p))
+      fs.rmdirSync(lower.realPath(d.p))
     } catch (err: any) {
       // Something was made in it since it was listed: another process's, left alone.
       if (!keep || (err.code !== 'ENOTEMPTY' && err.code !== 'EEXIST')) throw err
@@ -188,13 +188,13 @@ export function removeReal (origin: Origin, root: string, ours?: Set<number>, ke
 
 /**
  * Make every ancestor of p a real directory (replacing planted files or symlinks). The usual
- * case, a parent that is a directory all the way down, is one kept handle (Origin.dirHandle);
+ * case, a parent that is a directory all the way down, is one kept handle (Lower.dirHandle);
  * only when that walk fails is the chain looked at name by name.
  */
-export function ensureParents (origin: Origin, p: string): void {
+export function ensureParents (lower: Lower, p: string): void {
   let from = '/'
   try {
-    origin.dirHandle(parentOf(p))
+    lower.dirHandle(parentOf(p))
     return
   } catch (err: any) {
     if (err.code !== 'ENOENT' && err.code !== 'ENOTDIR' && err.code !== 'ELOOP') throw err
@@ -204,9 +204,9 @@ export function ensureParents (origin: Origin, p: string): void {
     if (at !== undefined && isWithin(parentOf(p), at)) from = at
   }
   for (const a of ancestorsDown(p, from)) {
-    const st = fs.lstatSync(origin.realPath(a), { throwIfNoEntry: false })
+    const st = fs.lstatSync(lower.realPath(a), { throwIfNoEntry: false })
     if (st?.isDirectory()) continue
-    if (st) fs.unlinkSync(origin.realPath(a))
-    fs.mkdirSync(origin.realPath(a), { mode: 0o755 })
+    if (st) fs.unlinkSync(lower.realPath(a))
+    fs.mkdirSync(lower.realPath(a), { mode: 0o755 })
   }
 }

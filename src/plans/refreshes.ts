@@ -30,7 +30,7 @@ function isGitIndex (p: string): boolean {
 export async function keepRefreshes (session: Session): Promise<Absorbed | null> {
   const candidates: string[] = []
   for (const [p, f] of session.capture.fingerprints) {
-    if (isGitIndex(p) && fingerprintDrift(f, lstatReal(session.origin, p)) !== null) candidates.push(p)
+    if (isGitIndex(p) && fingerprintDrift(f, lstatReal(session.lower, p)) !== null) candidates.push(p)
   }
   if (candidates.length === 0) return null
   const applied = await viewOf(session, session.meta.applied)
@@ -54,7 +54,7 @@ export async function keepRefreshes (session: Session): Promise<Absorbed | null>
 function realBytes (session: Session, p: string): Buffer | null {
   let fd: number
   try {
-    fd = openFile(session.origin.realPath(p), fs.constants.O_RDONLY)
+    fd = openFile(session.lower.realPath(p), fs.constants.O_RDONLY)
   } catch {
     return null
   }

@@ -15,7 +15,7 @@
 import { CpfsError } from '../errors.js'
 import type { View } from '../overlay/view.js'
 import { isSafePath } from '../paths/paths.js'
-import type { Origin } from '../real/lower.js'
+import type { Lower } from '../real/lower.js'
 import type { Session, StackChange } from '../session/session.js'
 import { isInoKey } from '../store/entries.js'
 import type { BatchOp } from '../store/keys.js'
@@ -55,8 +55,8 @@ export async function runPlan (session: Session, expected: View, target: View, t
     throw new CpfsError('UNSAFE_PATH', `the history holds paths that would leave the workspace: ${unsafe.slice(0, 3).join(', ')}`, 'the store was tampered with; nothing was changed')
   }
   const plan = planViews(expected, target, touched)
-  const origin = session.origin
-  checkNames(plan.ops, origin.dirFd)
+  const lower = session.lower
+  checkNames(plan.ops, lower.dirFd)
 
   // 2. drift
   const checking = phase('checking', 'paths', plan.ops.length)
@@ -71,13 +71,13 @@ export async function runPlan (session: Session, expected: View, target: View, t
   const { ops, expect } = materialise(session, target, plan.ops)
   // Fingerprints before the captures read anything: a change another process makes after this
   // is seen by the applier's re-check and left alone; one made before it is in the capture.
-  const prints = takePrints(origin, ops)
+  const prints = takePrints(lower, ops)
 
   // 3 + 4. capture and journal, in one synced batch.
   const batch: BatchOp[] = []
   const capturing = phase('keeping originals', 'paths', ops.length)
   for (const op of ops) {
-    const real = lstatReal(origin, op.path)
+    const real = lstatReal(lower, op.path)
     if (real.blockedBy) await capture(session, real.blockedBy, false, batch)
     await capture(session, op.path, op.op === 'remove' && op.type === 'd', batch)
     capturing.item()
@@ -97,14 +97,14 @@ export async function runPlan (session: Session, expected: View, target: View, t
  * remove or replace (a directory is only ever removed entry by entry, each compared with
  * these: what another process puts there in the meantime stays).
  */
-function takePrints (origin: Origin, ops: PlanOp[]): Map<string, Fingerprint> {
+function takePrints (lower: Lower, ops: PlanOp[]): Map<string, Fingerprint> {
   const prints = new Map<string, Fingerprint>()
   for (const op of ops) {
     if (prints.has(op.path)) continue
-    const f = fingerprint(origin, op.path)
+    const f = fingerprint(lower, op.path)
     prints.set(op.path, f)
     if (f.type === 'd' && op.op !== 'mkdir' && op.op !== 'chmod' && op.op !== 'anchor') {
-      walkReal(origin, op.path, (q, st) => {
+      walkReal(lower, op.path, (q, st) => {
         if (!prints.has(q)) prints.set(q, { type: st.type, size: st.size, mtime: st.mtime, ctime: st.ctime, ino: st.ino })
       })
     }

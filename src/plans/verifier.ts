@@ -1,7 +1,7 @@
 // The verifier: after a plan ran, re-read every path it touched from the real directory and
 // compare type, permission bits, symlink target and content (SHA-256 per chunk) with what
 // the plan was meant to produce. It trusts nothing the applier reported.
-import type { Origin } from '../real/lower.js'
+import type { Lower } from '../real/lower.js'
 import { lstatReal } from '../real/read.js'
 import { realXattrs } from '../real/lower.js'
 import { sameXattrs } from './planner.js'
@@ -31,32 +31,32 @@ export interface VerifyResult {
   mismatches: Array<{ path: string, why: string }>
 }
 
-export function verifyPaths (origin: Origin, expect: Map<string, Expect>, onPath?: () => void): VerifyResult {
+export function verifyPaths (lower: Lower, expect: Map<string, Expect>, onPath?: () => void): VerifyResult {
   const mismatches: VerifyResult['mismatches'] = []
   for (const [p, want] of expect) {
-    const st = lstatReal(origin, p)
-    const why = compare(origin, p, st, want)
+    const st = lstatReal(lower, p)
+    const why = compare(lower, p, st, want)
     if (why) mismatches.push({ path: p, why })
     onPath?.()
   }
   return { verified: expect.size, mismatches }
 }
 
-function compare (origin: Origin, p: string, st: ReturnType<typeof lstatReal>, want: Expect): string | null {
+function compare (lower: Lower, p: string, st: ReturnType<typeof lstatReal>, want: Expect): string | null {
   if (st.type !== want.type) return `is ${st.type ?? 'missing'}, expected ${want.type ?? 'missing'}`
   if (want.type === null) return null
   if (want.type !== 'l' && want.mode !== undefined && st.mode !== want.mode) return `mode ${st.mode.toString(8)}, expected ${want.mode.toString(8)}`
   if (want.type === 'l' && st.target !== want.target) return `links to ${st.target}, expected ${want.target}`
   if (want.type === 'n' && (st.fmt !== want.fmt || st.rdev !== want.rdev)) return `node type ${st.fmt.toString(8)}:${st.rdev}, expected ${want.fmt!.toString(8)}:${want.rdev}`
-  if (want.x !== undefined && !sameXattrs(realXattrs(origin.realPath(p)), want.x ?? undefined)) return 'extended attributes differ'
+  if (want.x !== undefined && !sameXattrs(realXattrs(lower.realPath(p)), want.x ?? undefined)) return 'extended attributes differ'
   if (want.uid !== undefined && (st.uid !== want.uid || st.gid !== want.gid)) return `owner ${st.uid}:${st.gid}, expected ${want.uid}:${want.gid}`
   if (want.linkOf !== undefined) {
-    const other = lstatReal(origin, want.linkOf)
+    const other = lstatReal(lower, want.linkOf)
     if (other.type === null || other.ino !== st.ino) return `is not a hard link of ${want.linkOf.slice(1)}`
   }
   if (want.type === 'f') {
     if (want.size !== undefined && st.size !== want.size) return `size ${st.size}, expected ${want.size}`
-    if (want.data && !sameContent(realContent(origin, p, null).data, want.data)) return 'content differs'
+    if (want.data && !sameContent(realContent(lower, p, null).data, want.data)) return 'content differs'
   }
   return null
 }

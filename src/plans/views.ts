@@ -14,7 +14,7 @@ export async function layersOf (session: Session, stack: number[]): Promise<Arra
 
 /** The view of `stack` over the real directory. */
 export async function viewOf (session: Session, stack: number[]): Promise<View> {
-  return View.build(session.origin, await layersOf(session, stack))
+  return View.build(session.lower, await layersOf(session, stack))
 }
 
 /** The expected, target and touched paths for moving the real directory to `stack`. */

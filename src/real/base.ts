@@ -1,4 +1,4 @@
-// The base map of the origin (origin.ts): what plans captured of real paths before changing
+// The base map of the lower (lower.ts): what plans captured of real paths before changing
 // them, with the two indexes that keep a lookup O(1) map operations per path whatever the
 // depth — the children of each directory, and which directories lie below a base entry that
 // is not a directory (such an entry hides whatever the real directory has below it).
@@ -20,7 +20,7 @@ export class BaseMap {
    * is not a directory. Without it, `cover` scanned every ancestor of a path without an entry
    * of its own: O(depth) lookups of O(depth)-long keys, O(depth³) characters for a plan that
    * captures a 10,000-level tree (its top directory is a whiteout that hides every level, and
-   * found only after walking all the way up from each level). Like View.origins it is closed
+   * found only after walking all the way up from each level). Like View.lowerPaths it is closed
    * upwards (a directory's ancestors are in it whenever it is), so a change at a path that is
    * not in it cannot affect anything in it (`set`). A PathMap: its lookups are of new strings.
    */

@@ -1,4 +1,4 @@
-// Directory handles of the real directory (Origin.realPath): O_PATH descriptors of real
+// Directory handles of the real directory (Lower.realPath): O_PATH descriptors of real
 // directories, each opened below the workspace's own handle or a kept one by
 // native.openDirBeneath (openat2 RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS, or a walk of
 // O_NOFOLLOW components), so that no symlink an agent plants is ever followed on the way.
@@ -23,7 +23,7 @@ const ANCESTORS_TRIED = 4
 const ANCHOR_SPAN = 1024
 
 /**
- * The first directory on the way to a path that Origin.dirHandle could not open (`/a/b` when
+ * The first directory on the way to a path that Lower.dirHandle could not open (`/a/b` when
  * `/a/b` is missing, a file or a symlink), when the error says; every directory above it was
  * opened as one.
  */
@@ -175,7 +175,7 @@ export class DirHandles {
   }
 }
 
-/** Read handles of real files kept open by path (Origin.read), at most FILE_HANDLES of them. */
+/** Read handles of real files kept open by path (Lower.read), at most FILE_HANDLES of them. */
 const FILE_HANDLES = 256
 
 export class FileHandles {

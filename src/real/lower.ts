@@ -1,8 +1,8 @@
-// The origin: what the workspace held before cpfs first changed it. It is the real
+// The lower: what the workspace held before cpfs first changed it. It is the real
 // directory, read through a directory handle opened before mounting, except where a plan
 // has since changed a real path: the plan captured the original state first into the base
-// map, which therefore wins. So origin = base ⊕ real, and it never changes while history
-// exists — which is why layer entries may point at origin content (`src`, `redirect`).
+// map, which therefore wins. So lower = base ⊕ real, and it never changes while history
+// exists — which is why layer entries may point at lower content (`src`, `redirect`).
 import { isUtf8 } from 'node:buffer'
 import * as fs from 'node:fs'
 import { fsError } from '../errors.js'
@@ -11,7 +11,7 @@ import { CHUNK_SIZE, S_IFDIR, S_IFLNK, S_IFMT, S_IFREG, srcBytes, type Entry, ty
 import type { ChunkStore } from '../store/chunks.js'
 import { isWithin, join, parentOf } from '../paths/paths.js'
 import { BaseMap } from './base.js'
-import type { OriginStat } from './stat.js'
+import type { LowerStat } from './stat.js'
 import { DirHandles, FileHandles } from './handles.js'
 import { openFile, readDirNoFollow } from './nofollow.js'
 
@@ -30,7 +30,7 @@ function lstatOrNull (path: string, out: Float64Array): boolean {
 /** Entries of the real-stat cache before it starts over (~200 bytes each). */
 const CACHE_MAX = 500_000
 
-export type { OriginStat } from './stat.js'
+export type { LowerStat } from './stat.js'
 
 export { failedAt } from './handles.js'
 
@@ -79,7 +79,7 @@ export function realNames (path: string): string[] {
   return realDirents(path).map(d => d.name)
 }
 
-export class Origin {
+export class Lower {
   readonly dirFd: number
   /** Base entries by path (read them here; setBase changes them, keeping the indexes right). */
   readonly base: Map<string, Entry>
@@ -94,7 +94,7 @@ export class Origin {
    * an untouched path costs one lstat per mount, not one per request. Plans (which change real
    * paths) run with the cache off, and every path they touch is forgotten.
    */
-  private statCache: Map<string, OriginStat | null> | null = null
+  private statCache: Map<string, LowerStat | null> | null = null
   private xattrCache: Map<string, Record<string, Buffer> | undefined> | null = null
 
   constructor (dirFd: number, base: Map<string, Entry>, chunks: ChunkStore) {
@@ -170,12 +170,12 @@ export class Origin {
     return this.based.cover(p)
   }
 
-  /** True when p's origin state is whatever the real directory holds now. */
+  /** True when p's lower state is whatever the real directory holds now. */
   servedByReal (p: string): boolean {
     return this.baseCover(p) === undefined
   }
 
-  stat (p: string): OriginStat | LiveEntry | null {
+  stat (p: string): LowerStat | LiveEntry | null {
     const cover = this.baseCover(p)
     if (cover === 'hidden') return null
     if (cover) return cover.t === 'w' || cover.t === 'h' ? null : cover
@@ -193,11 +193,11 @@ export class Origin {
    * no longer remembers): what the processes using the mount were shown, whatever the real
    * file is now.
    */
-  servedStat (p: string): OriginStat | null | undefined {
+  servedStat (p: string): LowerStat | null | undefined {
     return this.statCache?.get(p)
   }
 
-  realStat (p: string): OriginStat | null {
+  realStat (p: string): LowerStat | null {
     const cache = this.statCache
     if (cache === null) return this.lstat(p)
     let st = cache.get(p)
@@ -209,7 +209,7 @@ export class Origin {
     return st
   }
 
-  private lstat (p: string): OriginStat | null {
+  private lstat (p: string): LowerStat | null {
     // The hottest system call of the mount (every lookup of an untouched path): a plain lstat
     // into a reused array, no fs.Stats object and no BigInt.
     const o = STAT
@@ -235,7 +235,7 @@ export class Origin {
     }
   }
 
-  /** Extended attributes of origin path p. */
+  /** Extended attributes of lower path p. */
   xattrs (p: string): Record<string, Buffer> | undefined {
     const cover = this.baseCover(p)
     if (cover === 'hidden') return undefined
@@ -250,11 +250,11 @@ export class Origin {
   }
 
   /**
-   * How many subdirectories origin directory p holds (`st`: its real lstat, when the caller has
+   * How many subdirectories lower directory p holds (`st`: its real lstat, when the caller has
    * it). The real st_nlink says it without a listing; a filesystem whose directories report 1
    * (btrfs) is listed. Base entries below p correct the count.
    */
-  subdirs (p: string, st: OriginStat | null = null): number {
+  subdirs (p: string, st: LowerStat | null = null): number {
     const cover = this.baseCover(p)
     if (cover === 'hidden' || (cover && cover.t !== 'd')) return 0
     let n = 0
@@ -278,7 +278,7 @@ export class Origin {
     return Math.max(0, n)
   }
 
-  /** Names in origin directory p (union of base and real, minus base whiteouts). */
+  /** Names in lower directory p (union of base and real, minus base whiteouts). */
   readdir (p: string): string[] {
     const cover = this.baseCover(p)
     if (cover === 'hidden' || (cover && cover.t !== 'd')) return []
@@ -306,7 +306,7 @@ export class Origin {
     return [...names]
   }
 
-  /** Does the real directory behind origin path p hold an entry cpfs cannot show (realDirents)? */
+  /** Does the real directory behind lower path p hold an entry cpfs cannot show (realDirents)? */
   holdsUnshown (p: string): boolean {
     if (!this.servedByReal(p)) return false
     const real = this.reachable(p)
@@ -327,7 +327,7 @@ export class Origin {
     return target.toString()
   }
 
-  /** Read origin file bytes of p into buf; returns bytes read. */
+  /** Read lower file bytes of p into buf; returns bytes read. */
   read (p: string, buf: Buffer, offset: number, length: number, position: number): number {
     const cover = this.baseCover(p)
     if (cover && cover !== 'hidden' && cover.t === 'f') return readEntry(cover, this.chunks, buf, offset, length, position, null)
@@ -378,12 +378,12 @@ export class Origin {
   }
 }
 
-/** Reads bytes of an origin file: (buf, offset in buf, length, position in the file) → bytes read. */
+/** Reads bytes of a lower file: (buf, offset in buf, length, position in the file) → bytes read. */
 export type SrcRead = (b: Buffer, off: number, len: number, pos: number) => number
 
 /**
  * Read [position, position+length) of a file entry into buf at offset, up to its size. Each
- * chunk comes from `dirty` (unflushed writes), the chunk store, the origin file `src` (through
+ * chunk comes from `dirty` (unflushed writes), the chunk store, the lower file `src` (through
  * srcRead, below srcSize), or is zeros (holes, and bytes past a short chunk).
  */
 export function readEntry (

@@ -1,5 +1,5 @@
-// Opening what Origin.realPath names without ever being led elsewhere or blocked. realPath
-// pins every directory above the last component (origin.ts); these calls make the last
+// Opening what Lower.realPath names without ever being led elsewhere or blocked. realPath
+// pins every directory above the last component (lower.ts); these calls make the last
 // component safe too: O_NOFOLLOW so a symlink planted there is never followed, O_NONBLOCK so
 // a FIFO planted where a file was never blocks the daemon in open(2) (every process using the
 // mount would hang behind it), and the type checked on the descriptor itself, so what is read,

@@ -1,12 +1,12 @@
 // Reading the real directory for plans, without ever following a symlink that is found in
 // it: every path is reached through a directory handle opened below the workspace's own
-// without following any symlink (Origin.dirHandle: an agent can plant `d -> /etc`; `d/f` must
+// without following any symlink (Lower.dirHandle: an agent can plant `d -> /etc`; `d/f` must
 // then not resolve).
 import * as fs from 'node:fs'
 import { SEEK_DATA, SEEK_HOLE, native } from '../native/index.js'
 import { hashChunk, isZero, type ChunkStore } from '../store/chunks.js'
 import { CHUNK_SIZE, S_IFMT, chunkLen, fromNs, type Kind, type LiveEntry, type Meta, type Whiteout } from '../store/entries.js'
-import { failedAt, kindOf, realXattrs, type Origin } from './lower.js'
+import { failedAt, kindOf, realXattrs, type Lower } from './lower.js'
 import { ancestorsDown, isWithin, parentOf } from '../paths/paths.js'
 import { openFile } from './nofollow.js'
 import { countBytes } from '../progress.js'
@@ -44,13 +44,13 @@ export interface RealState {
 
 const ABSENT: RealState = { type: null, fmt: 0, rdev: 0, mode: 0, size: 0, atime: 0, mtime: 0, ctime: 0, atimeNs: 0, mtimeNs: 0, ctimeNs: 0, ino: 0, nlink: 0, uid: 0, gid: 0 }
 
-export function lstatReal (origin: Origin, p: string): RealState {
+export function lstatReal (lower: Lower, p: string): RealState {
   let path: string
   try {
-    path = origin.reach(p) // its directory reached without following a symlink, or an error
+    path = lower.reach(p) // its directory reached without following a symlink, or an error
   } catch (err: any) {
     if (err.code !== 'ENOENT' && err.code !== 'ENOTDIR' && err.code !== 'ELOOP') throw err
-    return blocked(origin, p, failedAt(err))
+    return blocked(lower, p, failedAt(err))
   }
   const st = fs.lstatSync(path, { bigint: true, throwIfNoEntry: false })
   if (!st) return ABSENT
@@ -71,12 +71,12 @@ export function lstatReal (origin: Origin, p: string): RealState {
  * were opened as directories, so the look starts there. It started at the top, after listing
  * every ancestor: O(depth) strings and lstats per path, O(depth²) for a plan over a deep tree.
  */
-function blocked (origin: Origin, p: string, at?: string): RealState {
+function blocked (lower: Lower, p: string, at?: string): RealState {
   const from = at !== undefined && at !== '/' && isWithin(parentOf(p), at) ? at : '/'
   for (const a of ancestorsDown(p, from)) {
     let st: fs.Stats | undefined
     try {
-      st = fs.lstatSync(origin.reach(a), { throwIfNoEntry: false })
+      st = fs.lstatSync(lower.reach(a), { throwIfNoEntry: false })
     } catch (err: any) {
       // Changed while being looked at: whatever stands in the way now, p is not reachable.
       if (err.code === 'ENOENT' || err.code === 'ENOTDIR' || err.code === 'ELOOP') return ABSENT
@@ -89,11 +89,11 @@ function blocked (origin: Origin, p: string, at?: string): RealState {
 }
 
 /**
- * The real file at p (reached through the origin's directory handle, never following a
+ * The real file at p (reached through the lower's directory handle, never following a
  * symlink): only its data extents are read.
  */
-export function realContent (origin: Origin, p: string, store: ChunkStore | null): RealContent {
-  const steps = realContentSteps(origin, p, store)
+export function realContent (lower: Lower, p: string, store: ChunkStore | null): RealContent {
+  const steps = realContentSteps(lower, p, store)
   for (;;) {
     const r = steps.next()
     if (r.done) return r.value
@@ -103,8 +103,8 @@ export function realContent (origin: Origin, p: string, store: ChunkStore | null
 export interface RealContent { size: number, data: Sparse }
 
 /** realContent one chunk at a time: it yields after each, so a caller can let other work run. */
-export function * realContentSteps (origin: Origin, p: string, store: ChunkStore | null): Generator<void, RealContent> {
-  const fd = openFile(origin.realPath(p), fs.constants.O_RDONLY)
+export function * realContentSteps (lower: Lower, p: string, store: ChunkStore | null): Generator<void, RealContent> {
+  const fd = openFile(lower.realPath(p), fs.constants.O_RDONLY)
   try {
     const size = fs.fstatSync(fd).size
     const data: Sparse = []
@@ -140,20 +140,20 @@ export function * realContentSteps (origin: Origin, p: string, store: ChunkStore
 }
 
 /** The real state of p as an entry (a whiteout when there is nothing); content is stored. */
-export function realEntry (origin: Origin, chunks: ChunkStore, p: string, content?: RealContent, st = lstatReal(origin, p)): LiveEntry | Whiteout {
+export function realEntry (lower: Lower, chunks: ChunkStore, p: string, content?: RealContent, st = lstatReal(lower, p)): LiveEntry | Whiteout {
   if (st.blockedBy || st.type === null) return { t: 'w' }
   const meta: Meta = { mode: st.mode, uid: st.uid, gid: st.gid, atime: st.atime, mtime: st.mtime, ctime: st.ctime, ino: st.ino }
   if (st.atimeNs) meta.atimeNs = st.atimeNs
   if (st.mtimeNs) meta.mtimeNs = st.mtimeNs
   if (st.ctimeNs) meta.ctimeNs = st.ctimeNs
-  const x = realXattrs(origin.realPath(p))
+  const x = realXattrs(lower.realPath(p))
   if (x) meta.x = x
   // A file with other names: as a base entry it still shares the real inode (View.resolve).
   if (st.type !== 'd' && st.nlink > 1) meta.links = st.nlink
   if (st.type === 'd') return { t: 'd', ...meta }
   if (st.type === 'l') return { t: 'l', ...meta, target: st.target! }
   if (st.type === 'n') return { t: 'n', ...meta, fmt: st.fmt, rdev: st.rdev }
-  const real = content ?? realContent(origin, p, chunks)
+  const real = content ?? realContent(lower, p, chunks)
   return { t: 'f', ...meta, size: real.size, chunks: new Map(real.data.map(([idx, hex]) => [idx, Buffer.from(hex, 'hex')])) }
 }
 

@@ -21,7 +21,7 @@ export interface Attr {
   rdev: number
 }
 
-/** A real path's lstat as the mount shows it (Origin's cache): the attributes, and the kind. */
-export interface OriginStat extends Attr {
+/** A real path's lstat as the mount shows it (Lower's cache): the attributes, and the kind. */
+export interface LowerStat extends Attr {
   t: Kind
 }

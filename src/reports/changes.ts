@@ -38,13 +38,13 @@ export function readAll (view: View, r: Resolved, chunks: ChunkStore): Bytes {
   const size = r.kind === 'upper' ? (r.entry as FileEntry).size : (r.stat as any).size as number
   if (size > TEXT_LIMIT) return { size, large: true }
   const buf = Buffer.alloc(size)
-  if (r.kind === 'origin' && 'nlink' in r.stat) {
-    view.origin.read(r.originPath, buf, 0, buf.length, 0)
+  if (r.kind === 'lower' && 'nlink' in r.stat) {
+    view.lower.read(r.lowerPath, buf, 0, buf.length, 0)
     return buf
   }
   const e = (r.kind === 'upper' ? r.entry : r.stat) as FileEntry
   const src = e.src
-  readEntry(e, chunks, buf, 0, e.size, 0, src === undefined ? null : (b, off, len, pos) => view.origin.read(src, b, off, len, pos))
+  readEntry(e, chunks, buf, 0, e.size, 0, src === undefined ? null : (b, off, len, pos) => view.lower.read(src, b, off, len, pos))
   return buf
 }
 
@@ -56,14 +56,14 @@ function lengthOf (b: Bytes): number {
 function sameFile (from: View, before: Resolved, a: Bytes, to: View, after: Resolved, b: Bytes, chunks: ChunkStore): boolean {
   if (Buffer.isBuffer(a) && Buffer.isBuffer(b)) return a.equals(b)
   if (lengthOf(a) !== lengthOf(b)) return false
-  const content = (v: View, r: Resolved) => viewContent(v.origin, chunks, contentOf(r), lengthOf(a), false)
+  const content = (v: View, r: Resolved) => viewContent(v.lower, chunks, contentOf(r), lengthOf(a), false)
   return sameContent(content(from, before), content(to, after))
 }
 
 function contentOf (r: Resolved): Content {
   if (r.kind === 'upper') return { from: 'entry', entry: r.entry as FileEntry }
   if (!('nlink' in r.stat)) return { from: 'entry', entry: r.stat as FileEntry }
-  return { from: 'origin', path: r.originPath }
+  return { from: 'lower', path: r.lowerPath }
 }
 
 function isText (b: Buffer): boolean {
@@ -77,7 +77,7 @@ function modeOf (r: Resolved): number {
 function target (v: View, r: Resolved): string {
   if (r.kind === 'upper') return (r.entry as any).target
   if (!('nlink' in r.stat)) return (r.stat as any).target
-  return v.origin.readlink(r.originPath)
+  return v.lower.readlink(r.lowerPath)
 }
 
 function countLines (a: string, b: string): { insertions: number, deletions: number } {
@@ -105,15 +105,15 @@ export function describeChanges (from: View, to: View, touched: Iterable<string>
   return [...out.values()].sort((a, b) => a.path < b.path ? -1 : a.path > b.path ? 1 : 0)
 }
 
-interface DirMove { from: string, to: string, origin: string }
+interface DirMove { from: string, to: string, lower: string }
 
-/** A directory created with a redirect to the origin of a removed one is a move. */
+/** A directory created with a redirect to the lower of a removed one is a move. */
 function dirMoves (ops: PlanOp[], from: View, to: View): DirMove[] {
-  const removedDirs = new Map<string, string>() // origin path of a removed directory -> its path
+  const removedDirs = new Map<string, string>() // lower path of a removed directory -> its path
 
   for (const op of ops) {
     if (op.op === 'remove' && op.type === 'd') {
-      const op2 = from.dirOriginPath(op.path)
+      const op2 = from.dirLowerPath(op.path)
       if (op2 !== null) removedDirs.set(op2, op.path)
     }
   }
@@ -122,7 +122,7 @@ function dirMoves (ops: PlanOp[], from: View, to: View): DirMove[] {
     if (op.op !== 'mkdir') continue
     const e = to.entries.get(op.path)
     if (e && e.t === 'd' && e.redirect !== undefined && removedDirs.has(e.redirect)) {
-      moves.push({ from: removedDirs.get(e.redirect)!, to: op.path, origin: e.redirect })
+      moves.push({ from: removedDirs.get(e.redirect)!, to: op.path, lower: e.redirect })
     }
   }
   return moves
@@ -163,7 +163,7 @@ function describeOps (ops: PlanOp[], moves: DirMove[], from: View, to: View, chu
     const after = to.resolve(p)
     if (mt && before && after && resolvedType(before) === resolvedType(after)) {
       // Inside a moved directory: report only what differs from the old location.
-      if (after.kind === 'origin' && before.kind === 'origin' && after.originPath === before.originPath) continue
+      if (after.kind === 'lower' && before.kind === 'lower' && after.lowerPath === before.lowerPath) continue
     }
     const prev = out.get(p)
     if (prev && prev.change !== 'deleted') continue

@@ -10,7 +10,7 @@
 //    entry, the history no longer depends on the real file. It costs what the session's end
 //    would have cost anyway (plans/freeze.ts captures what is still missing then).
 import { fsError } from '../errors.js'
-import type { Origin, OriginStat } from '../real/lower.js'
+import type { Lower, LowerStat } from '../real/lower.js'
 import type { Overlay } from '../overlay/overlay.js'
 import { parentOf } from '../paths/paths.js'
 import { lstatReal, realContentSteps, realEntry } from '../real/read.js'
@@ -39,7 +39,7 @@ export class RealCapture {
   constructor (
     private readonly store: Store,
     private readonly chunks: ChunkStore,
-    private readonly origin: Origin,
+    private readonly lower: Lower,
     private readonly overlay: Overlay,
     private readonly persister: Persister,
     private readonly space: Space
@@ -77,14 +77,14 @@ export class RealCapture {
 
   /**
    * Keep the real directory's current version of p as its base entry (once): from then on
-   * the origin of p is that version, whatever happens to the real file. Returns the store op,
+   * the lower of p is that version, whatever happens to the real file. Returns the store op,
    * or null when p already has one.
    */
   captureBase (p: string): BatchOp | null {
-    if (!this.origin.servedByReal(p)) return null
-    const e = realEntry(this.origin, this.chunks, p)
-    this.origin.setBase(p, e)
-    if (!this.fingerprints.has(p)) this.setFingerprint(p, fingerprintOf(lstatReal(this.origin, p)))
+    if (!this.lower.servedByReal(p)) return null
+    const e = realEntry(this.lower, this.chunks, p)
+    this.lower.setBase(p, e)
+    if (!this.fingerprints.has(p)) this.setFingerprint(p, fingerprintOf(lstatReal(this.lower, p)))
     return this.store.baseOp(p, e)
   }
 
@@ -93,21 +93,21 @@ export class RealCapture {
    * to the store as they are read (spill), so memory holds at most SPILL_BYTES of them.
    */
   async captureBaseAsync (p: string): Promise<BatchOp | null> {
-    if (!this.origin.servedByReal(p)) return null
+    if (!this.lower.servedByReal(p)) return null
     const e = await this.realEntryAsync(p)
-    this.origin.setBase(p, e)
-    if (!this.fingerprints.has(p)) this.setFingerprint(p, fingerprintOf(lstatReal(this.origin, p)))
+    this.lower.setBase(p, e)
+    if (!this.fingerprints.has(p)) this.setFingerprint(p, fingerprintOf(lstatReal(this.lower, p)))
     return this.store.baseOp(p, e)
   }
 
   /** realEntry of real path p, its chunks written to the store as they are read. */
   async realEntryAsync (p: string): Promise<LiveEntry | Whiteout> {
-    const st = lstatReal(this.origin, p)
-    if (st.type !== 'f' || st.blockedBy) return realEntry(this.origin, this.chunks, p, undefined, st)
-    const steps = realContentSteps(this.origin, p, this.chunks)
+    const st = lstatReal(this.lower, p)
+    if (st.type !== 'f' || st.blockedBy) return realEntry(this.lower, this.chunks, p, undefined, st)
+    const steps = realContentSteps(this.lower, p, this.chunks)
     let r = steps.next()
     for (; !r.done; r = steps.next()) if (this.chunks.pendingBytes() >= SPILL_BYTES) await this.persister.spill()
-    return realEntry(this.origin, this.chunks, p, r.value, st)
+    return realEntry(this.lower, this.chunks, p, r.value, st)
   }
 
   /**
@@ -117,21 +117,21 @@ export class RealCapture {
    * and are captured in the background (freezeLater); the session's end captures anything
    * still missing (plans/freeze.ts).
    */
-  onCopyUp (originPath: string, size: number): void {
+  onCopyUp (lowerPath: string, size: number): void {
     // The real file must still be what the mount showed: bytes the processes in the mount did
     // not see (another process wrote the real file, from outside) are never merged into their
     // edit. The write fails; the real file is left as it is, and the session's end refuses to
     // overwrite it (its fingerprint is what the mount showed).
-    const served = this.origin.servedStat(originPath)
+    const served = this.lower.servedStat(lowerPath)
     if (served) {
-      const now = lstatReal(this.origin, originPath)
+      const now = lstatReal(this.lower, lowerPath)
       if (fingerprintDrift(fingerprintOf(servedAsReal(served)), now)) {
-        process.stderr.write(`cpfs daemon: ${new Date().toISOString()} ${originPath.slice(1)} changed outside the mount after the mount showed it: writes to it fail with EIO (unmount, then mount again to see the new version)\n`)
-        throw fsError('EIO', originPath, 'the real file changed outside the mount')
+        process.stderr.write(`cpfs daemon: ${new Date().toISOString()} ${lowerPath.slice(1)} changed outside the mount after the mount showed it: writes to it fail with EIO (unmount, then mount again to see the new version)\n`)
+        throw fsError('EIO', lowerPath, 'the real file changed outside the mount')
       }
     }
-    if (size > EAGER_CAPTURE_BYTES) return this.freezeLater(originPath)
-    const op = this.captureBase(originPath)
+    if (size > EAGER_CAPTURE_BYTES) return this.freezeLater(lowerPath)
+    const op = this.captureBase(lowerPath)
     if (op) this.persister.queue(op)
   }
 
@@ -155,12 +155,12 @@ export class RealCapture {
     // What the mount showed of p, if it showed anything: a process outside the mount that
     // changed the real file since (a shell whose cwd was inside before the mount) made a
     // change cpfs never saw, and the plan that would overwrite it must find it.
-    const served = this.origin.servedStat(p)
-    this.setFingerprint(p, served !== undefined ? fingerprintOf(servedAsReal(served)) : fingerprintOf(lstatReal(this.origin, p)))
+    const served = this.lower.servedStat(p)
+    this.setFingerprint(p, served !== undefined ? fingerprintOf(servedAsReal(served)) : fingerprintOf(lstatReal(this.lower, p)))
   }
 
   private freezeLater (p: string): void {
-    if (this.quiet || !this.origin.servedByReal(p)) return
+    if (this.quiet || !this.lower.servedByReal(p)) return
     this.toFreeze.add(p)
     this.freezing ??= this.freezeAll().finally(() => { this.freezing = null })
   }
@@ -178,12 +178,12 @@ export class RealCapture {
   }
 
   private async freezeOne (p: string): Promise<void> {
-    const served = this.origin.servedStat(p)
-    const before = lstatReal(this.origin, p)
+    const served = this.lower.servedStat(p)
+    const before = lstatReal(this.lower, p)
     // Only the file the mount showed is the original; one changed from outside is drift.
-    if (!this.origin.servedByReal(p) || before.type !== 'f' || (served && fingerprintDrift(fingerprintOf(servedAsReal(served)), before))) return
+    if (!this.lower.servedByReal(p) || before.type !== 'f' || (served && fingerprintDrift(fingerprintOf(servedAsReal(served)), before))) return
     if (!this.space.roomToSpare(before.size)) return
-    const steps = realContentSteps(this.origin, p, this.chunks)
+    const steps = realContentSteps(this.lower, p, this.chunks)
     let r = steps.next()
     for (let n = 1; !r.done; n++, r = steps.next()) {
       if (n % 16 !== 0) continue // 1 MiB between turns of the event loop
@@ -192,18 +192,18 @@ export class RealCapture {
       if (this.chunks.pendingBytes() >= PERSIST_BYTES) await this.persister.persist(false)
       await this.persister.backpressure()
     }
-    const after = lstatReal(this.origin, p)
-    if (fingerprintDrift(fingerprintOf(before), after) || !this.origin.servedByReal(p)) return
-    const e = realEntry(this.origin, this.chunks, p, r.value, after)
-    this.origin.setBase(p, e)
+    const after = lstatReal(this.lower, p)
+    if (fingerprintDrift(fingerprintOf(before), after) || !this.lower.servedByReal(p)) return
+    const e = realEntry(this.lower, this.chunks, p, r.value, after)
+    this.lower.setBase(p, e)
     if (!this.fingerprints.has(p)) this.setFingerprint(p, fingerprintOf(after))
     this.persister.queue(this.store.baseOp(p, e))
     this.persister.schedule()
   }
 }
 
-/** An origin stat in the shape fingerprints take (a cached null: nothing was there). */
-function servedAsReal (st: OriginStat | null): RealStat {
+/** A lower stat in the shape fingerprints take (a cached null: nothing was there). */
+function servedAsReal (st: LowerStat | null): RealStat {
   if (st === null) return { type: null, ino: 0, size: 0, mode: 0, mtime: 0, mtimeNs: 0, ctime: 0, ctimeNs: 0 }
   return { type: st.t, ino: st.ino, size: st.size, mode: st.mode & 0o7777, mtime: st.mtime, mtimeNs: st.mtimeNs, ctime: st.ctime, ctimeNs: st.ctimeNs }
 }

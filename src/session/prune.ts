@@ -1,5 +1,5 @@
 // Retention: squash the oldest turns into one layer, then collect garbage. Turn T's view is
-// the origin plus layers 1..T-1, so replacing layers 1..k by their merged view S (the View's
+// the lower plus layers 1..T-1, so replacing layers 1..k by their merged view S (the View's
 // flattened entries, which apply to an empty view exactly as the k layers did) keeps every
 // later turn's view byte-exact, and the first turn (the original tree) too. What is lost is
 // the ability to rewind to the starts of turns 2..k. Turns are renumbered (k-1 fewer);
@@ -37,7 +37,7 @@ export async function squashOldest (session: Session, k: number): Promise<Squash
     await session.history.load([id])
     merging.item()
   }
-  const merged: Map<string, Entry> = View.build(session.origin, session.history.entriesOf(old)).entries
+  const merged: Map<string, Entry> = View.build(session.lower, session.history.entriesOf(old)).entries
   const layer = meta.nextLayer++
   const first = session.store.turnRecord(old[0])
   const last = session.store.turnRecord(old[k - 1])

@@ -1,6 +1,6 @@
 // What the history says of itself: the turns of the stack, with the paths each changed and
 // how much (cpfs log, the hook's and MCP's summaries).
-import type { Origin } from '../real/lower.js'
+import type { Lower } from '../real/lower.js'
 import { View } from '../overlay/view.js'
 import { chunkLen, inoOfKey, isInoKey, type Entry } from '../store/entries.js'
 import type { UnderneathWrite } from '../store/underneath.js'
@@ -34,7 +34,7 @@ export interface TurnInfo {
  * written again with the bytes it had (tsc rewriting its outputs, a restore to what is
  * there) is in the layer, but changed nothing: "0 paths ... 21 KiB" said otherwise.
  */
-export function turnLog (history: History, origin: Origin, changed?: Array<Set<string>>): TurnInfo[] {
+export function turnLog (history: History, lower: Lower, changed?: Array<Set<string>>): TurnInfo[] {
   const out: TurnInfo[] = []
   history.meta.stack.forEach((layer, i) => {
     const rec: LabelledRecord = history.store.turnRecord(layer)
@@ -60,7 +60,7 @@ export function turnLog (history: History, origin: Origin, changed?: Array<Set<s
     }
     // An inode record changed (a write through a hard link): its names changed.
     if (records.length) {
-      const view = View.build(origin, history.meta.stack.slice(0, i + 1).map(id => history.layers.get(id) ?? new Map()))
+      const view = View.build(lower, history.meta.stack.slice(0, i + 1).map(id => history.layers.get(id) ?? new Map()))
       for (const [ino, e, b] of records) {
         const names = view.namesOf(ino)
         const o = e.t !== 'w' && e.t !== 'h' ? e.o : undefined

@@ -5,7 +5,7 @@ import { Overlay } from '../overlay/overlay.js'
 import { View } from '../overlay/view.js'
 import { encodeEntry } from '../store/codec.js'
 import { entryKey, type BatchOp } from '../store/keys.js'
-import type { Origin } from '../real/lower.js'
+import type { Lower } from '../real/lower.js'
 import type { ChunkStore } from '../store/chunks.js'
 import type { Store, TurnRecord } from '../store/store.js'
 import type { History, StackChange } from './history.js'
@@ -14,7 +14,7 @@ import type { Persister } from './persister.js'
 /** What a restore works with: the session's parts (a Session is one). */
 export interface RestoreParts {
   history: History
-  origin: Origin
+  lower: Lower
   chunks: ChunkStore
   store: Store
   overlay: Overlay
@@ -35,7 +35,7 @@ export async function restoreSource (session: RestoreParts, spec: string | numbe
   const t = history.resolveTurn(spec)
   const stack = history.meta.stack.slice(0, t - 1)
   await history.load(stack)
-  const src = View.build(session.origin, history.entriesOf(stack))
+  const src = View.build(session.lower, history.entriesOf(stack))
   for (const p of paths) {
     if (!now.resolve(p) && !src.resolve(p)) {
       throw new CpfsError('NO_SUCH_PATH', `${p.slice(1)} exists neither now nor at the start of turn ${t}`, 'check the path (relative to the workspace) with cpfs diff')
@@ -52,13 +52,13 @@ export async function restoreSource (session: RestoreParts, spec: string | numbe
  * layer's entries.
  */
 export async function prepareRestore (session: RestoreParts, spec: string | number, paths: string[]): Promise<RestorePrepared> {
-  const { history, origin, chunks, store } = session
+  const { history, lower, chunks, store } = session
   const stack = history.meta.stack
   const head = session.overlay.head
   const copy = new Map(head)
-  const view = View.build(origin, [...history.entriesOf(stack.slice(0, -1)), copy])
+  const view = View.build(lower, [...history.entriesOf(stack.slice(0, -1)), copy])
   const { turn: t, src } = await restoreSource(session, spec, paths, view)
-  const scratch = new Overlay(view, copy, origin, chunks, {
+  const scratch = new Overlay(view, copy, lower, chunks, {
     onChange: () => {},
     allocIno: () => { session.persister.metaChanged(); return store.allocIno() },
     checkSpace: () => {},

@@ -14,7 +14,7 @@
 //    head, and pushes the old stack onto the redo stack. Dropped layers stay in the store
 //    (redo needs them); physical deletion is housekeeping's job.
 import { CpfsError } from '../errors.js'
-import { Origin } from '../real/lower.js'
+import { Lower } from '../real/lower.js'
 import { Overlay } from '../overlay/overlay.js'
 import { View } from '../overlay/view.js'
 import { ChunkStore } from '../store/chunks.js'
@@ -53,7 +53,7 @@ export interface SessionStatus {
 export class Session {
   readonly store: Store
   readonly chunks: ChunkStore
-  readonly origin: Origin
+  readonly lower: Lower
   readonly overlay: Overlay
   readonly workspace: string
   readonly history: History
@@ -74,9 +74,9 @@ export class Session {
     this.store = store
     this.workspace = workspace
     this.chunks = new ChunkStore(store)
-    this.origin = new Origin(dirFd, base, this.chunks)
+    this.lower = new Lower(dirFd, base, this.chunks)
     this.history = new History(store)
-    this.overlay = new Overlay(new View(this.origin), new Map(), this.origin, this.chunks, {
+    this.overlay = new Overlay(new View(this.lower), new Map(), this.lower, this.chunks, {
       onChange: (p) => { this.capture.changed(p); this.persister.changed(p) },
       onData: (p) => { this.capture.changed(p); this.persister.changedData(p) },
       allocIno: () => { this.persister.metaChanged(); return this.store.allocIno() },
@@ -92,7 +92,7 @@ export class Session {
       headLayer: () => this.history.headLayer,
       fingerprintOps: () => this.capture.fingerprintOps()
     })
-    this.capture = new RealCapture(store, this.chunks, this.origin, this.overlay, this.persister, this.space)
+    this.capture = new RealCapture(store, this.chunks, this.lower, this.overlay, this.persister, this.space)
   }
 
   static async open (opts: { storePath: string, workspace: string, dirFd: number, create: boolean }): Promise<Session> {
@@ -131,7 +131,7 @@ export class Session {
   }
 
   private rebuild (keepHandles: boolean): void {
-    const view = View.build(this.origin, this.history.entriesOf(this.meta.stack))
+    const view = View.build(this.lower, this.history.entriesOf(this.meta.stack))
     this.overlay.reset(view, this.history.layers.get(this.headLayer)!, keepHandles)
   }
 
@@ -291,7 +291,7 @@ export class Session {
 
   /** The turns of the stack (see reports.ts). */
   log (changed?: Array<Set<string>>): TurnInfo[] {
-    return turnLog(this.history, this.origin, changed)
+    return turnLog(this.history, this.lower, changed)
   }
 
   /** Turns whose changes the real directory does not hold yet. */
@@ -322,7 +322,7 @@ export class Session {
       await this.persister.flushAll(true)
       this.store.wal.landed(this.store.wal.seq, true) // LevelDB has everything: the log starts over
     } finally {
-      this.origin.closeFds()
+      this.lower.closeFds()
       await this.store.close()
     }
   }

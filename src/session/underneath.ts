@@ -24,15 +24,15 @@ import type { Session } from './session.js'
  * no entry for p, and every directory above reaches the real directory at its own path.
  */
 export function plainPath (view: View, p: string): boolean {
-  if (view.entries.has(p) || view.originPathFor(p) !== p) return false
+  if (view.entries.has(p) || view.lowerPathFor(p) !== p) return false
   const r = view.resolve(p)
-  return r === null || (r.kind === 'origin' && r.originPath === p)
+  return r === null || (r.kind === 'lower' && r.lowerPath === p)
 }
 
 /** Born (statx birth time; ctime where the filesystem has none) at or after `since`. */
 function bornSince (session: Session, p: string, since: number): boolean | null {
   try {
-    const st = fs.lstatSync(session.origin.reach(p))
+    const st = fs.lstatSync(session.lower.reach(p))
     return (st.birthtimeMs > 0 ? st.birthtimeMs : st.ctimeMs) >= since
   } catch {
     return null
@@ -53,7 +53,7 @@ const KEEP_BYTES = Number(process.env.CPFS_UNDERNEATH_KEEP_BYTES ?? 64 * 1024 * 
  * says so instead. Returns true when it kept something.
  */
 export async function keepBeforeOpen (session: Session, p: string, since: number): Promise<boolean> {
-  if (!session.origin.servedByReal(p) || !plainPath(session.overlay.view, p)) return false
+  if (!session.lower.servedByReal(p) || !plainPath(session.overlay.view, p)) return false
   return await keepAsOriginal(session, p, p, since)
 }
 
@@ -64,7 +64,7 @@ export async function keepBeforeOpen (session: Session, p: string, since: number
  * back where it was.
  */
 export async function keepMoved (session: Session, from: string, to: string, since: number): Promise<boolean> {
-  if (!session.origin.servedByReal(from) || session.capture.fingerprints.has(from) || !plainPath(session.overlay.view, from)) return false
+  if (!session.lower.servedByReal(from) || session.capture.fingerprints.has(from) || !plainPath(session.overlay.view, from)) return false
   return await keepAsOriginal(session, from, to, since)
 }
 
@@ -74,14 +74,14 @@ export async function keepMoved (session: Session, from: string, to: string, sin
  * original), within KEEP_BYTES and the room the store's disk can spare.
  */
 async function keepAsOriginal (session: Session, p: string, source: string, since: number): Promise<boolean> {
-  const origin = session.origin
-  const before = lstatReal(origin, source)
+  const lower = session.lower
+  const before = lstatReal(lower, source)
   if (before.type !== 'f' || before.blockedBy || before.size > KEEP_BYTES || !session.space.roomToSpare(before.size)) return false
   if (bornSince(session, source, since) !== false) return false
   const e = await session.capture.realEntryAsync(source) // its chunks go to the store as they are read
   // Changed while it was read (an open let go after its wait): that is not the original.
-  if (fingerprintDrift(fingerprintOf(before), lstatReal(origin, source)) || !origin.servedByReal(p)) return false
-  origin.setBase(p, e)
+  if (fingerprintDrift(fingerprintOf(before), lstatReal(lower, source)) || !lower.servedByReal(p)) return false
+  lower.setBase(p, e)
   if (!session.capture.fingerprints.has(p)) session.capture.setFingerprint(p, fingerprintOf(before))
   await session.persister.storeNow([session.store.baseOp(p, e)])
   return true

@@ -10,8 +10,8 @@
 //    `opaque`/`redirect` (they say where children come from) but not `fresh`, so it hides
 //    nothing that the layers in between recorded below it.
 //  - A file's content is sparse: a map from chunk index (fixed CHUNK_SIZE pieces) to the
-//    SHA-256 of a stored chunk, or null (zeros that hide the origin). An index with no entry
-//    reads from the origin file `src` below `srcSize` (that is how copy-up stays O(1) and a
+//    SHA-256 of a stored chunk, or null (zeros that hide the lower). An index with no entry
+//    reads from the lower file `src` below `srcSize` (that is how copy-up stays O(1) and a
 //    4 KiB write into a 1 GiB lower file stores one chunk), and as zeros (a hole) elsewhere.
 //    Memory and store grow with the bytes written, never with the file's size: a truncate
 //    to 10 TiB costs nothing. Files are limited to MAX_FILE_SIZE (ext4's 16 TiB).
@@ -31,7 +31,7 @@ export const CHUNK_SIZE = 64 * 1024
 /** The largest file cpfs holds (ext4's limit with 4 KiB blocks); beyond it, EFBIG. */
 export const MAX_FILE_SIZE = 16 * 1024 ** 4
 
-/** A stored chunk's hash, or null: zeros that hide what the origin file has there. */
+/** A stored chunk's hash, or null: zeros that hide what the lower file has there. */
 export type ChunkRef = Buffer | null
 
 export interface Meta {
@@ -47,11 +47,11 @@ export interface Meta {
   ctimeNs?: number
   ino: number
   n?: 1
-  /** Extended attributes (name → value), copied from the origin at copy-up; absent = none. */
+  /** Extended attributes (name → value), copied from the lower at copy-up; absent = none. */
   x?: Record<string, Buffer>
   /** Inode records only: how many names (links) the inode has, its st_nlink. */
   links?: number
-  /** Inode records made from a real file: the origin path it was first reached by. */
+  /** Inode records made from a real file: the lower path it was first reached by. */
   o?: string
 }
 
@@ -60,7 +60,7 @@ export interface FileEntry extends Meta {
   size: number
   /** Chunk index → stored chunk (see above). */
   chunks: Map<number, ChunkRef>
-  /** The origin file whose bytes show through where no chunk is recorded, below srcSize. */
+  /** The lower file whose bytes show through where no chunk is recorded, below srcSize. */
   src?: string
   srcSize?: number
 }
@@ -189,7 +189,7 @@ export function chunkLen (size: number, idx: number): number {
   return Math.max(0, Math.min(CHUNK_SIZE, size - idx * CHUNK_SIZE))
 }
 
-/** Origin bytes that still show through in e (its src cut by truncations). */
+/** Lower bytes that still show through in e (its src cut by truncations). */
 export function srcBytes (e: FileEntry): number {
   return e.src === undefined ? 0 : Math.min(e.srcSize ?? 0, e.size)
 }

@@ -3,12 +3,12 @@
 import t from 'tap'
 import { isSafePath, normaliseUserPath, rebase, isWithin } from '../../src/paths/paths.js'
 import { View } from '../../src/overlay/view.js'
-import type { Origin } from '../../src/real/lower.js'
+import type { Lower } from '../../src/real/lower.js'
 import type { Entry } from '../../src/store/entries.js'
 import { planViews } from '../../src/plans/planner.js'
 
-// An in-memory origin: path -> 'd' | file content.
-function origin (tree: Record<string, 'd' | string>): Origin {
+// An in-memory lower: path -> 'd' | file content.
+function lower (tree: Record<string, 'd' | string>): Lower {
   const st = (p: string) => {
     const v = p === '/' ? 'd' : tree[p]
     if (v === undefined) return null
@@ -20,7 +20,7 @@ function origin (tree: Record<string, 'd' | string>): Origin {
     readlink: () => '',
     read: () => 0,
     xattrs: () => undefined
-  } as unknown as Origin
+  } as unknown as Lower
 }
 
 const meta = { mode: 0o644, uid: 0, gid: 0, atime: 0, mtime: 0, ctime: 0, ino: 9 }
@@ -39,19 +39,19 @@ t.test('paths', async t => {
 })
 
 t.test('layers merge: whiteouts, opaque and redirected directories', async t => {
-  const o = origin({ '/d': 'd', '/d/x': 'x', '/d/y': 'y', '/e': 'd', '/e/z': 'z' })
+  const o = lower({ '/d': 'd', '/d/x': 'x', '/d/y': 'y', '/e': 'd', '/e/z': 'z' })
   const v = View.build(o, [
     layer({ '/d/x': { t: 'w' } }),
     layer({ '/m': dir({ opaque: 1, redirect: '/e', fresh: 1 }), '/e': { t: 'w' } })
   ])
   t.same(v.readdir('/').sort(), ['d', 'm'], 'the moved directory appears under its new name only')
-  t.same(v.readdir('/d'), ['y'], 'a whiteout hides an origin file')
-  t.equal(v.resolve('/m/z')?.kind, 'origin', 'a redirected directory finds its children in the origin')
+  t.same(v.readdir('/d'), ['y'], 'a whiteout hides a lower file')
+  t.equal(v.resolve('/m/z')?.kind, 'lower', 'a redirected directory finds its children in the lower')
   t.equal(v.resolve('/e/z'), null)
 })
 
 t.test('a metadata copy of an opaque directory in a later layer hides nothing', async t => {
-  const o = origin({ '/d': 'd', '/d/old': 'o' })
+  const o = lower({ '/d': 'd', '/d/old': 'o' })
   const v = View.build(o, [
     layer({ '/d': dir({ opaque: 1, fresh: 1 }) }), // rm -rf d && mkdir d
     layer({ '/d/new': file() }),
@@ -61,7 +61,7 @@ t.test('a metadata copy of an opaque directory in a later layer hides nothing', 
 })
 
 t.test('the planner orders removals before replacements and directory modes last', async t => {
-  const o = origin({ '/a': 'old', '/d': 'd', '/d/f': 'f' })
+  const o = lower({ '/a': 'old', '/d': 'd', '/d/f': 'f' })
   const expected = View.build(o, [])
   const target = View.build(o, [layer({ '/a': dir({ opaque: 1, fresh: 1, mode: 0o500 }), '/a/in': file(), '/d/f': { t: 'w' } })])
   const plan = planViews(expected, target, ['/a', '/a/in', '/d/f'])
