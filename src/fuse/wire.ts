@@ -5,23 +5,11 @@
 import { isUtf8 } from 'node:buffer'
 import { fsError } from '../errors.js'
 import { ATTR_OUT, ATTR_SIZE, DIRENT, ENTRY_OUT, INIT_OUT, IN_HEADER, OPEN_OUT, OUT_HEADER, STATFS_OUT, align8 } from './kernel.js'
+import type { Attr } from '../real/stat.js'
 
 /** Attributes as the kernel wants them (fuse_attr). Times are seconds + nanoseconds. */
-export interface WireAttr {
-  ino: number
-  size: number
-  blocks: number
-  atime: number
-  atimeNs: number
-  mtime: number
-  mtimeNs: number
-  ctime: number
-  ctimeNs: number
-  mode: number
-  nlink: number
-  uid: number
-  gid: number
-  rdev: number
+/** The attributes as fuse_attr carries them: the overlay's Attr and the preferred I/O size. */
+export interface WireAttr extends Attr {
   blksize: number
 }
 

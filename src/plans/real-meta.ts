@@ -5,7 +5,7 @@ import * as fs from 'node:fs'
 import { AT_FDCWD, AT_SYMLINK_NOFOLLOW, native } from '../native/index.js'
 import { kindOf } from '../real/lower.js'
 import { NotExpected, withObject } from '../real/nofollow.js'
-import type { RealState } from '../real/read.js'
+import type { RealState } from '../real/stat.js'
 import { toSecNs } from '../store/entries.js'
 import type { Attrs, Times } from './planner.js'
 

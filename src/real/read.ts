@@ -5,11 +5,12 @@
 import * as fs from 'node:fs'
 import { SEEK_DATA, SEEK_HOLE, native } from '../native/index.js'
 import { hashChunk, isZero, type ChunkStore } from '../store/chunks.js'
-import { CHUNK_SIZE, S_IFMT, chunkLen, fromNs, type Kind, type LiveEntry, type Meta, type Whiteout } from '../store/entries.js'
+import { CHUNK_SIZE, S_IFMT, chunkLen, fromNs, type LiveEntry, type Meta, type Whiteout } from '../store/entries.js'
 import { failedAt, kindOf, realXattrs, type Lower } from './lower.js'
 import { ancestorsDown, isWithin, parentOf } from '../paths/paths.js'
 import { openFile } from './nofollow.js'
 import { countBytes } from '../progress.js'
+import type { RealState } from './stat.js'
 
 /** File content as a sparse list of [chunk index, SHA-256 hex] for every chunk that is not all zeros. */
 export type Sparse = Array<[number, string]>
@@ -20,27 +21,6 @@ export function chunkHex (piece: Buffer, store: ChunkStore | null): string | nul
   return (store ? store.put(piece) : hashChunk(piece)).toString('hex')
 }
 
-export interface RealState {
-  type: Kind | null
-  /** S_IFMT bits and device number of a special node ('n'). */
-  fmt: number
-  rdev: number
-  mode: number
-  size: number
-  atime: number
-  mtime: number
-  ctime: number
-  atimeNs: number
-  mtimeNs: number
-  ctimeNs: number
-  ino: number
-  nlink: number
-  uid: number
-  gid: number
-  target?: string
-  /** A non-directory ancestor that stands where the path should go through. */
-  blockedBy?: string
-}
 
 const ABSENT: RealState = { type: null, fmt: 0, rdev: 0, mode: 0, size: 0, atime: 0, mtime: 0, ctime: 0, atimeNs: 0, mtimeNs: 0, ctimeNs: 0, ino: 0, nlink: 0, uid: 0, gid: 0 }
 
