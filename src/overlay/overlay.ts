@@ -47,14 +47,11 @@ export class Overlay {
   private readonly namespace: Namespace
   private readonly renamer: Renamer
   private readonly restorer: Restorer
-  /** Open files, by where their state lives: a path, or an inode record's key (#ino). */
-  readonly nodes: Map<string, FileNode>
 
   constructor (view: View, head: Map<string, Entry>, lower: Lower, chunks: ChunkStore, hooks: OverlayHooks) {
     this.lower = lower
     this.chunks = chunks
     this.layer = new HeadLayer(view, head, lower, hooks)
-    this.nodes = this.layer.nodes
     this.files = new OpenFiles(this.layer, hooks)
     this.lookups = new Lookups(this.layer, this.files, lower)
     this.data = new FileData(this.layer, this.files, this.lookups, lower, chunks, hooks)
@@ -120,8 +117,27 @@ export class Overlay {
   fallocate (fh: number, mode: number, offset: number, length: number): void { this.data.fallocate(fh, mode, offset, length) }
   /** SEEK_DATA / SEEK_HOLE; -1 for "no data from here" (ENXIO). */
   lseek (fh: number, offset: number, whence: 'data' | 'hole'): number { return this.data.lseek(fh, offset, whence) }
-  /** Hash the dirty chunks of a node into its entry (called by the session). */
-  flushNode (node: FileNode): void { this.data.flushNode(node) }
+
+  // ---- what the persister reads (session/persister.ts) ------------------------------------
+
+  /**
+   * The head entry at key (a path, or an inode record's #ino) with the data its open file
+   * holds hashed in: what a batch records. A node whose file is closed is let go here, once its
+   * data is in the entry.
+   */
+  settled (key: string): Entry | undefined {
+    const node = this.layer.nodes.get(key)
+    if (node) {
+      this.data.flushNode(node)
+      if (node.opens <= 0) this.layer.nodes.delete(key)
+    }
+    return this.layer.head.get(key)
+  }
+
+  /** Keys of open files with written data not hashed into their entries yet. */
+  * unsettled (): Iterable<string> {
+    for (const [key, node] of this.layer.nodes) if (node.dirty.size > 0) yield key
+  }
   release (fh: number): FileNode | null { return this.files.release(fh) }
   /** The chunks (hex) that files still open read from (kept while they are open). */
   openChunks (): Set<string> { return this.files.openChunks() }

@@ -11,6 +11,9 @@ import { BatchChain } from './batch-chain.js'
 import type { HeadChunks } from './head-chunks.js'
 import type { Space } from './space.js'
 
+/** What the persister reads of the overlay: the head layer, and its entries with open files' data hashed in. */
+export type HeadSource = Pick<Overlay, 'head' | 'settled' | 'unsettled'>
+
 const PERSIST_DELAY_MS = 20
 /** Batches with more file data than this go to LevelDB directly, not through the log. */
 const WAL_RECORD_BYTES = 1024 * 1024
@@ -46,7 +49,7 @@ export class Persister {
   constructor (
     private readonly store: Store,
     private readonly chunks: ChunkStore,
-    private readonly overlay: Overlay,
+    private readonly overlay: HeadSource,
     private readonly headChunks: HeadChunks,
     space: Space,
     private readonly sources: PersistSources
@@ -176,14 +179,8 @@ export class Persister {
   /** The head entries of `paths` as store ops; open files' data is flushed into their entries first. */
   private entryOps (paths: Iterable<string>, ops: BatchOp[]): void {
     const layer = this.sources.headLayer()
-    const head = this.overlay.head
     for (const p of paths) {
-      const node = this.overlay.nodes.get(p)
-      if (node) {
-        this.overlay.flushNode(node)
-        if (node.opens <= 0) this.overlay.nodes.delete(p)
-      }
-      const e = head.get(p)
+      const e = this.overlay.settled(p)
       if (e) ops.push({ type: 'put', key: entryKey(layer, p), value: encodeEntry(e) })
       else ops.push({ type: 'del', key: entryKey(layer, p) })
     }
@@ -274,7 +271,7 @@ export class Persister {
    * resolves once the store has it (durably with sync).
    */
   flushAll (sync: boolean): Promise<void> | null {
-    for (const [p, node] of this.overlay.nodes) if (node.dirty.size > 0) this.dirtyPaths.add(p)
+    for (const p of this.overlay.unsettled()) this.dirtyPaths.add(p)
     return this.persist(sync)
   }
 }

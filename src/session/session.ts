@@ -212,7 +212,7 @@ export class Session {
    * would otherwise need two `redo`s to get back).
    */
   atStartOf (t: number): boolean {
-    return t === this.head && this.overlay.head.size === 0 && this.overlay.openNodes().every(n => n.dirty.size === 0)
+    return t === this.head && this.overlay.head.size === 0 && this.overlay.unsettled()[Symbol.iterator]().next().done === true
   }
 
   async rewind (spec: string | number): Promise<{ head: number, dropped: number }> {
