@@ -1,6 +1,6 @@
 // Owner, mode, extended attributes and times of paths in the real directory, as plans set
 // them (applier.ts): always on the object that was checked, never through a symlink, never by
-// opening a FIFO or a device (src/overlay/nofollow.ts says why).
+// opening a FIFO or a device (src/real/nofollow.ts says why).
 import * as fs from 'node:fs'
 import { AT_FDCWD, AT_SYMLINK_NOFOLLOW, native } from '../native/index.js'
 import { kindOf } from '../real/lower.js'
