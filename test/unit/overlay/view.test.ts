@@ -1,11 +1,11 @@
 // Pure logic, no FUSE: path rules, how layers merge into a view, and the planner's order.
 // (The real guarantees are tested on real mounts in test/*.test.ts; these pin the rules.)
 import t from 'tap'
-import { isSafePath, normaliseUserPath, rebase, isWithin } from '../../src/paths/paths.js'
-import { View } from '../../src/overlay/view.js'
-import type { Lower } from '../../src/real/lower.js'
-import type { Entry } from '../../src/store/entries.js'
-import { planViews } from '../../src/plans/planner.js'
+import { isSafePath, normaliseUserPath, rebase, isWithin } from '../../../src/paths/paths.js'
+import { View } from '../../../src/overlay/view.js'
+import type { Lower } from '../../../src/real/lower.js'
+import type { Entry } from '../../../src/store/entries.js'
+import { planViews } from '../../../src/plans/planner.js'
 
 // An in-memory lower: path -> 'd' | file content.
 function lower (tree: Record<string, 'd' | string>): Lower {

@@ -6,9 +6,9 @@ import * as fs from 'node:fs'
 import * as net from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { call } from '../../src/control/client.js'
-import { serve } from '../../src/control/server.js'
-import { CpfsError, isCpfsError } from '../../src/errors.js'
+import { call } from '../../../src/control/client.js'
+import { serve } from '../../../src/control/server.js'
+import { CpfsError, isCpfsError } from '../../../src/errors.js'
 
 const dir = fs.mkdtempSync(join(tmpdir(), 'cpfs-control-'))
 t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))

@@ -8,9 +8,9 @@ import { randomBytes, createHash } from 'node:crypto'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { ClassicLevel } from 'classic-level'
-import { blockContents, blockEntries, checkTableBytes, checkTables, internalKey, tableIndex } from '../../src/store/tables.js'
-import { crc32c, maskCrc, unmaskCrc } from '../../src/store/crc32c.js'
-import { snappyDecode } from '../../src/store/snappy.js'
+import { blockContents, blockEntries, checkTableBytes, checkTables, internalKey, tableIndex } from '../../../src/store/tables.js'
+import { crc32c, maskCrc, unmaskCrc } from '../../../src/store/crc32c.js'
+import { snappyDecode } from '../../../src/store/snappy.js'
 
 const dir = fs.mkdtempSync(join(tmpdir(), 'cpfs-tables-'))
 t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
