@@ -1,70 +1,46 @@
-// Pure logic, no FUSE: path rules, how layers merge into a view, and the planner's order.
+// How layers merge into a view (src/overlay/view.ts), over a real lower directory: whiteouts,
+// opaque and redirected directories, and a metadata copy that must not hide what came between.
 // (The real guarantees are tested on real mounts in test/*.test.ts; these pin the rules.)
 import t from 'tap'
-import { isSafePath, normaliseUserPath, rebase, isWithin } from '../../../src/paths/paths.js'
 import { View } from '../../../src/overlay/view.js'
-import type { Lower } from '../../../src/real/lower.js'
 import type { Entry } from '../../../src/store/entries.js'
-import { planViews } from '../../../src/plans/planner.js'
+import { realLower } from '../helpers.js'
 
-// An in-memory lower: path -> 'd' | file content.
-function lower (tree: Record<string, 'd' | string>): Lower {
-  const st = (p: string) => {
-    const v = p === '/' ? 'd' : tree[p]
-    if (v === undefined) return null
-    return { t: v === 'd' ? 'd' : 'f', mode: v === 'd' ? 0o40755 : 0o100644, uid: 0, gid: 0, size: v === 'd' ? 0 : v.length, atime: 0, mtime: 0, ctime: 0, ino: 1, nlink: 1, blocks: 0 }
-  }
-  return {
-    stat: st,
-    readdir: (p: string) => Object.keys(tree).filter(k => k !== p && k.startsWith(p === '/' ? '/' : p + '/') && !k.slice(p === '/' ? 1 : p.length + 1).includes('/')).map(k => k.slice(k.lastIndexOf('/') + 1)),
-    readlink: () => '',
-    read: () => 0,
-    xattrs: () => undefined
-  } as unknown as Lower
-}
-
+// The entries these tests write, in one place (the store's field names may change).
 const meta = { mode: 0o644, uid: 0, gid: 0, atime: 0, mtime: 0, ctime: 0, ino: 9 }
 const file = (): Entry => ({ t: 'f', ...meta, size: 0, chunks: new Map() })
 const dir = (extra: object = {}): Entry => ({ t: 'd', ...meta, mode: 0o755, ...extra })
+const whiteout = (): Entry => ({ t: 'w' })
 const layer = (o: Record<string, Entry>) => new Map(Object.entries(o))
 
-t.test('paths', async t => {
-  t.ok(isSafePath('/a/b'))
-  for (const bad of ['a', '/a/../b', '/a/./b', '/a//b', '/a/', '/a\0b', '/..']) t.notOk(isSafePath(bad), `unsafe: ${JSON.stringify(bad)}`)
-  t.equal(normaliseUserPath('a/./b/../c'), '/a/c')
-  t.equal(normaliseUserPath('../x'), null, 'a path climbing out is refused')
-  t.equal(rebase('/a/b/c', '/a/b', '/z'), '/z/c')
-  t.ok(isWithin('/a/b', '/a'))
-  t.notOk(isWithin('/ab', '/a'), 'a prefix is not containment')
-})
-
 t.test('layers merge: whiteouts, opaque and redirected directories', async t => {
-  const o = lower({ '/d': 'd', '/d/x': 'x', '/d/y': 'y', '/e': 'd', '/e/z': 'z' })
+  const o = await realLower(t, { '/d': 'd', '/d/x': 'x', '/d/y': 'y', '/e': 'd', '/e/z': 'z' })
   const v = View.build(o, [
-    layer({ '/d/x': { t: 'w' } }),
-    layer({ '/m': dir({ opaque: 1, redirect: '/e', fresh: 1 }), '/e': { t: 'w' } })
+    layer({ '/d/x': whiteout() }),
+    layer({ '/m': dir({ opaque: 1, redirect: '/e', fresh: 1 }), '/e': whiteout() })
   ])
   t.same(v.readdir('/').sort(), ['d', 'm'], 'the moved directory appears under its new name only')
   t.same(v.readdir('/d'), ['y'], 'a whiteout hides a lower file')
   t.equal(v.resolve('/m/z')?.kind, 'lower', 'a redirected directory finds its children in the lower')
   t.equal(v.resolve('/e/z'), null)
+  t.equal(v.resolve('/d/x'), null, 'a whited-out lower file does not resolve')
+  t.equal(v.resolve('/d/y')?.kind, 'lower')
+})
+
+t.test('a whiteout hides everything below it; a later layer brings a path back', async t => {
+  const o = await realLower(t, { '/d': 'd', '/d/sub': 'd', '/d/sub/f': 'f' })
+  const v = View.build(o, [layer({ '/d': whiteout() }), layer({ '/d': dir({ opaque: 1, fresh: 1 }), '/d/new': file() })])
+  t.equal(v.resolve('/d/sub/f'), null, 'the old child stays hidden by the opaque directory')
+  t.same(v.readdir('/d'), ['new'])
+  t.equal(v.resolve('/d/new')?.kind, 'upper')
 })
 
 t.test('a metadata copy of an opaque directory in a later layer hides nothing', async t => {
-  const o = lower({ '/d': 'd', '/d/old': 'o' })
+  const o = await realLower(t, { '/d': 'd', '/d/old': 'o' })
   const v = View.build(o, [
     layer({ '/d': dir({ opaque: 1, fresh: 1 }) }), // rm -rf d && mkdir d
     layer({ '/d/new': file() }),
     layer({ '/d': dir({ opaque: 1, mode: 0o700 }) }) // chmod 700 d
   ])
   t.same(v.readdir('/d'), ['new'], 'the file added between the two survives the chmod copy')
-})
-
-t.test('the planner orders removals before replacements and directory modes last', async t => {
-  const o = lower({ '/a': 'old', '/d': 'd', '/d/f': 'f' })
-  const expected = View.build(o, [])
-  const target = View.build(o, [layer({ '/a': dir({ opaque: 1, fresh: 1, mode: 0o500 }), '/a/in': file(), '/d/f': { t: 'w' } })])
-  const plan = planViews(expected, target, ['/a', '/a/in', '/d/f'])
-  t.same(plan.ops.map(op => `${op.op} ${op.path}`), ['remove /a', 'mkdir /a', 'write /a/in', 'remove /d/f', 'chmod /a'])
-  t.same(planViews(expected, expected, ['/a']).ops, [], 'nothing differs, nothing planned')
 })
