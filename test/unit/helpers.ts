@@ -7,7 +7,8 @@ import { Lower } from '../../src/real/lower.js'
 import { ChunkStore } from '../../src/store/chunks.js'
 import { Store } from '../../src/store/store.js'
 
-type Tap = { teardown: (fn: () => unknown) => void }
+/** What the helpers need of a test. */
+export type Tap = { teardown: (fn: () => unknown) => void }
 
 /** A small random generator with a seed, so that a failure can be run again. */
 export function rng (seed: number): (n: number) => number {

@@ -7,7 +7,7 @@ import * as fs from 'node:fs'
 import { join } from 'node:path'
 import { inProcess, openSession, type Filesystem } from '../../contract/filesystems.js'
 import type { Session } from '../../../src/session/session.js'
-import { tmpDir } from '../helpers.js'
+import { tmpDir, type Tap } from '../helpers.js'
 
 /** A session over a lower holding w/a.txt ("lower"); `fs` is its overlay at w/. */
 async function session (t: Tap, dir = tmpDir(t, 'history')): Promise<{ s: Session, fs: Filesystem, dir: string, close: () => Promise<void> }> {
@@ -22,7 +22,6 @@ async function session (t: Tap, dir = tmpDir(t, 'history')): Promise<{ s: Sessio
   t.teardown(closeOnce)
   return { s, fs: inProcess(s, 'w', 0o022), dir, close: closeOnce }
 }
-type Tap = Parameters<Parameters<typeof t.test>[1]>[0]
 
 const read = async (f: Filesystem, p: string): Promise<string | null> => {
   try { return (await f.readFile(p)).toString() } catch (e: any) { if (e.code === 'ENOENT') return null; throw e }

@@ -12,9 +12,8 @@ import { decodeEntry } from '../../../src/store/codec.js'
 import { CHUNK_SIZE, type Entry } from '../../../src/store/entries.js'
 import { entryKey, type BatchOp } from '../../../src/store/keys.js'
 import { Store } from '../../../src/store/store.js'
-import { tmpDir } from '../helpers.js'
+import { tmpDir, type Tap } from '../helpers.js'
 
-type Tap = Parameters<Parameters<typeof t.test>[1]>[0]
 
 /** A session over a lower holding w/a.txt ("lower"); `fs` is its overlay at w/. */
 async function session (t: Tap, dir: string): Promise<{ s: Session, fs: Filesystem, close: () => Promise<void> }> {
