@@ -6,9 +6,9 @@ import t from 'tap'
 import * as fs from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { Store } from '../../src/store/store.js'
-import { ChunkStore } from '../../src/store/chunks.js'
-import type { BatchOp } from '../../src/store/keys.js'
+import { Store } from '../../../src/store/store.js'
+import { ChunkStore } from '../../../src/store/chunks.js'
+import type { BatchOp } from '../../../src/store/keys.js'
 
 const dir = fs.mkdtempSync(join(tmpdir(), 'cpfs-chunks-'))
 t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))

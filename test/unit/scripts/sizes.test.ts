@@ -4,8 +4,8 @@
 import t from 'tap'
 import { join } from 'node:path'
 // @ts-expect-error: a plain ES module script, without types
-import { breaches } from '../../scripts/sizes.mjs'
-import { ROOT } from '../helpers.js'
+import { breaches } from '../../../scripts/sizes.mjs'
+import { ROOT } from '../../helpers.js'
 
 const EXCEPTIONS = new Set<string>([])
 

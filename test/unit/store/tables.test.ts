@@ -1,4 +1,5 @@
-// LevelDB's table files read by cpfs itself (src/store/tables.ts, crc32c.ts, snappy.ts): a
+// LevelDB's table files read by cpfs itself (src/store/tables.ts; its checksum and decompression
+// have their own tests, crc32c and snappy): a
 // real store written by classic-level (Snappy-compressed and stored blocks, a filter block),
 // every block verified and every record read back as LevelDB reads it; damage found, named
 // and, for one changed byte, located.
@@ -8,9 +9,7 @@ import { randomBytes, createHash } from 'node:crypto'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { ClassicLevel } from 'classic-level'
-import { blockContents, blockEntries, checkTableBytes, checkTables, internalKey, tableIndex } from '../../src/store/tables.js'
-import { crc32c, maskCrc, unmaskCrc } from '../../src/store/crc32c.js'
-import { snappyDecode } from '../../src/store/snappy.js'
+import { blockContents, blockEntries, checkTableBytes, checkTables, internalKey, tableIndex } from '../../../src/store/tables.js'
 
 const dir = fs.mkdtempSync(join(tmpdir(), 'cpfs-tables-'))
 t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
@@ -32,31 +31,6 @@ async function store (name: string): Promise<{ db: string, records: Map<string, 
 }
 
 const tableOf = (db: string): string => join(db, fs.readdirSync(db).find(n => n.endsWith('.ldb'))!)
-
-t.test('CRC32C and LevelDB\'s mask', async t => {
-  t.equal(crc32c(Buffer.from('123456789')), 0xe3069283, 'the check value of CRC-32C')
-  // LevelDB's own test vectors (util/crc32c_test.cc), iSCSI's (RFC 3720 B.4)
-  t.equal(crc32c(Buffer.alloc(32)), 0x8a9136aa)
-  t.equal(crc32c(Buffer.alloc(32, 0xff)), 0x62a8ab43)
-  t.equal(crc32c(Buffer.from(Array.from({ length: 32 }, (_, i) => i))), 0x46dd794e)
-  t.equal(crc32c(Buffer.from(Array.from({ length: 32 }, (_, i) => 31 - i))), 0x113fdb5c)
-  const b = randomBytes(1000)
-  t.equal(crc32c(b, 0, 1000), crc32c(b.subarray(0, 1000)), 'a range is the same as a slice')
-  t.equal(crc32c(b, 3, 997), crc32c(b.subarray(3, 997)), 'at any alignment')
-  for (const c of [0, 1, 0xe3069283, 0xffffffff]) t.equal(unmaskCrc(maskCrc(c)), c)
-  t.not(maskCrc(0xe3069283), 0xe3069283)
-})
-
-t.test('Snappy: literals, copies that overlap, and damage', async t => {
-  // "xababab" as the format description shows it: literal "xab", copy offset 2 length 4.
-  t.equal(snappyDecode(Buffer.from([7, 2 << 2, 0x78, 0x61, 0x62, 0x01 | (0 << 2), 2])).toString(), 'xababab')
-  // A literal of 100 bytes (length in one more byte), a copy with a 2-byte offset.
-  const lit = randomBytes(100)
-  const s = Buffer.concat([Buffer.from([164, 1]), Buffer.from([60 << 2, 99]), lit, Buffer.from([0x02 | (63 << 2), 100, 0])])
-  t.same(snappyDecode(s), Buffer.concat([lit, lit.subarray(0, 64)]))
-  t.throws(() => snappyDecode(Buffer.from([4, 0x01, 5])), { code: 'TABLE_FORMAT' }, 'a copy before any output')
-  t.throws(() => snappyDecode(Buffer.from([9, 2 << 2, 0x78, 0x61, 0x62])), { code: 'TABLE_FORMAT' }, 'output shorter than announced')
-})
 
 t.test('a store written by classic-level: every block verified, every record read back', async t => {
   const { db, records } = await store('clean')

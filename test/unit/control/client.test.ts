@@ -6,9 +6,9 @@ import * as fs from 'node:fs'
 import * as net from 'node:net'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { call } from '../../src/control/client.js'
-import { serve } from '../../src/control/server.js'
-import { CpfsError, isCpfsError } from '../../src/errors.js'
+import { call } from '../../../src/control/client.js'
+import { serve } from '../../../src/control/server.js'
+import { CpfsError, isCpfsError } from '../../../src/errors.js'
 
 const dir = fs.mkdtempSync(join(tmpdir(), 'cpfs-control-'))
 t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
@@ -81,7 +81,7 @@ t.test('a broken reply is DAEMON_DIED, not a crash of the caller', async t => {
 t.test('an error of another copy of the errors module is still a CpfsError', async t => {
   // The cpfs command is a bundle with its own copy of src/errors.ts (scripts/bundle-cli.mjs).
   const copy = join(dir, 'errors-copy.mjs')
-  fs.copyFileSync(new URL('../../dist/errors.js', import.meta.url), copy)
+  fs.copyFileSync(new URL('../../../dist/errors.js', import.meta.url), copy)
   const other = await import(copy)
   const e = new other.CpfsError('STORE_LOCKED', 'locked', 'wait')
   t.notOk(e instanceof CpfsError, 'another class')

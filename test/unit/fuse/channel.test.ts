@@ -4,9 +4,9 @@ import t from 'tap'
 import * as fs from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { Channel } from '../../src/fuse/channel.js'
-import { Request } from '../../src/fuse/wire.js'
-import { fsError } from '../../src/errors.js'
+import { Channel } from '../../../src/fuse/channel.js'
+import { Request } from '../../../src/fuse/wire.js'
+import { fsError } from '../../../src/errors.js'
 
 function request (opcode: number, unique: number, body: Buffer = Buffer.alloc(0)): Request {
   const b = Buffer.alloc(40 + body.length)

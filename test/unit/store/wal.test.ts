@@ -6,10 +6,10 @@ import t from 'tap'
 import * as fs from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
-import { Wal, WAL_SEQ_KEY, scanWal } from '../../src/store/wal.js'
-import { Store } from '../../src/store/store.js'
-import { decode } from '../../src/store/codec.js'
-import type { BatchOp } from '../../src/store/keys.js'
+import { Wal, WAL_SEQ_KEY, scanWal } from '../../../src/store/wal.js'
+import { Store } from '../../../src/store/store.js'
+import { decode } from '../../../src/store/codec.js'
+import type { BatchOp } from '../../../src/store/keys.js'
 
 const dir = fs.mkdtempSync(join(tmpdir(), 'cpfs-wal-'))
 t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))

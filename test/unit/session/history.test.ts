@@ -1,0 +1,125 @@
+// The history of a session (src/session/history.ts, driven through src/session/session.ts):
+// turns, rewind, redo, undo, ids and -N, checked on the overlay's view. A Session in this
+// process over a real lower directory and a real store: no FUSE, no root. Nothing here runs a
+// plan, so the real directory itself never changes.
+import t from 'tap'
+import * as fs from 'node:fs'
+import { join } from 'node:path'
+import { inProcess, openSession, type Filesystem } from '../../contract/filesystems.js'
+import type { Session } from '../../../src/session/session.js'
+import { tmpDir, type Tap } from '../helpers.js'
+
+/** A session over a lower holding w/a.txt ("lower"); `fs` is its overlay at w/. */
+async function session (t: Tap, dir = tmpDir(t, 'history')): Promise<{ s: Session, fs: Filesystem, dir: string, close: () => Promise<void> }> {
+  const lower = join(dir, 'lower')
+  if (!fs.existsSync(lower)) {
+    fs.mkdirSync(join(lower, 'w'), { recursive: true })
+    fs.writeFileSync(join(lower, 'w', 'a.txt'), 'lower')
+  }
+  const { session: s, close } = await openSession(lower, join(dir, 'store'))
+  let closed = false
+  const closeOnce = async (): Promise<void> => { if (!closed) { closed = true; await close() } }
+  t.teardown(closeOnce)
+  return { s, fs: inProcess(s, 'w', 0o022), dir, close: closeOnce }
+}
+
+const read = async (f: Filesystem, p: string): Promise<string | null> => {
+  try { return (await f.readFile(p)).toString() } catch (e: any) { if (e.code === 'ENOENT') return null; throw e }
+}
+
+t.test('turns, rewind and redo change the view, not the real directory', async t => {
+  const { s, fs: w, dir } = await session(t)
+  t.equal(s.head, 1, 'a new history starts at turn 1')
+  await w.writeFile('a.txt', 'one')
+  await w.writeFile('b.txt', 'bee')
+  t.equal(await s.turn({ message: 'first' }), 2, 'a turn opens turn 2')
+  await w.writeFile('a.txt', 'two')
+  await w.unlink('b.txt')
+  await s.turn()
+  await w.writeFile('c.txt', 'see')
+  t.equal(s.head, 3)
+
+  t.same(await s.rewind(2), { head: 2, dropped: 2 }, 'rewind 2: turns 2 and 3 set aside')
+  t.equal(await read(w, 'a.txt'), 'one', 'the state at the start of turn 2')
+  t.equal(await read(w, 'b.txt'), 'bee')
+  t.equal(await read(w, 'c.txt'), null)
+  t.equal(s.status().redo, 1)
+
+  t.same(await s.redo(), { head: 3 })
+  t.equal(await read(w, 'a.txt'), 'two', 'redo brings the set-aside turns back')
+  t.equal(await read(w, 'b.txt'), null)
+  t.equal(await read(w, 'c.txt'), 'see', 'the head turn\'s changes too')
+
+  await s.rewind(1)
+  t.equal(await read(w, 'a.txt'), 'lower', 'turn 1\'s start: the lower')
+  t.same(await w.readdir(''), ['a.txt'])
+  t.equal(fs.readFileSync(join(dir, 'lower', 'w', 'a.txt'), 'utf8'), 'lower', 'the real file was never touched')
+  t.same(fs.readdirSync(join(dir, 'lower', 'w')), ['a.txt'])
+})
+
+t.test('undo goes back to the head\'s start, then a turn further; a write ends redo', async t => {
+  const { s, fs: w } = await session(t)
+  await t.rejects(s.undo(), { code: 'NOTHING_TO_UNDO' }, 'nothing written yet')
+  await w.writeFile('a.txt', 'one')
+  await s.turn()
+  await w.writeFile('a.txt', 'two')
+  await s.undo()
+  t.equal(await read(w, 'a.txt'), 'one', 'the head turn\'s changes undone')
+  t.equal(s.head, 2)
+  await s.undo()
+  t.equal(await read(w, 'a.txt'), 'lower', 'the head was empty: the turn before is undone')
+  t.equal(s.head, 1)
+  await s.redo()
+  t.equal(await read(w, 'a.txt'), 'one', 'redo steps forward one undo at a time')
+  await w.writeFile('z', 'new')
+  await t.rejects(s.redo(), { code: 'NOTHING_TO_REDO' }, 'a write since: what was set aside cannot come back')
+  t.equal(s.status().redo, 0)
+})
+
+t.test('a rewind to where the workspace already is adds no redo step', async t => {
+  const { s, fs: w } = await session(t)
+  await w.writeFile('a.txt', 'one')
+  await s.turn()
+  t.same(await s.rewind(2), { head: 2, dropped: 0 })
+  t.equal(s.status().redo, 0)
+})
+
+t.test('turns by number, by -N and by id', async t => {
+  const { s, fs: w } = await session(t)
+  await w.writeFile('a.txt', 'one')
+  await s.turn({ id: 'msg_2' })
+  await w.writeFile('a.txt', 'two')
+  await s.turn({ id: 'msg_3', prompt: 'third \x1b[31mred\x1b[0m' })
+  t.equal(s.resolveTurn('msg_2'), 2)
+  t.equal(s.resolveTurn('-1'), 3, '-1 is the head turn')
+  t.equal(s.resolveTurn('-3'), 1)
+  t.equal(s.resolveTurn(' 2 '), 2)
+  t.throws(() => s.resolveTurn('4'), { code: 'UNKNOWN_TURN' })
+  t.throws(() => s.resolveTurn('-4'), { code: 'UNKNOWN_TURN' })
+  t.throws(() => s.resolveTurn('nope'), { code: 'UNKNOWN_TURN' })
+  await t.rejects(s.turn({ id: 'msg_2' }), { code: 'DUPLICATE_ID' }, 'an id names one turn')
+  await t.rejects(s.turn({ id: '42' }), { code: 'BAD_ID' }, 'an id is never a number')
+  const log = s.log()
+  t.same(log.map(l => [l.turn, l.id]), [[1, null], [2, 'msg_2'], [3, 'msg_3']])
+  t.equal(log[2].prompt, 'third red', 'a prompt is stored without its escape sequences')
+  await s.rewind('msg_2')
+  t.equal(await read(w, 'a.txt'), 'one')
+  t.equal(s.log()[1].id, 'msg_2', 'the rewound turn keeps its id')
+})
+
+t.test('the history is the same after the session is closed and opened again', async t => {
+  const first = await session(t)
+  await first.fs.writeFile('a.txt', 'one')
+  await first.s.turn({ message: 'did one' })
+  await first.fs.writeFile('a.txt', 'two')
+  await first.s.turn()
+  await first.s.rewind(2)
+  await first.close()
+  const again = await session(t, first.dir)
+  t.equal(again.s.head, 2)
+  t.equal(await read(again.fs, 'a.txt'), 'one', 'the rewound view')
+  t.equal(again.s.status().redo, 1, 'the redo stack')
+  t.equal(again.s.log()[0].message, 'did one', 'the turn\'s message')
+  await again.s.redo()
+  t.equal(await read(again.fs, 'a.txt'), 'two', 'and redo after reopening')
+})

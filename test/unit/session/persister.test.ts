@@ -1,0 +1,119 @@
+// The persister (src/session/persister.ts): what is written through the overlay reaches the
+// store, in the head turn's layer, and is there when the store is opened again. A Session in
+// this process over a real lower directory and a real store: no FUSE, no root.
+import t from 'tap'
+import * as fs from 'node:fs'
+import { join } from 'node:path'
+import { inProcess, openSession, type Filesystem } from '../../contract/filesystems.js'
+import type { Session } from '../../../src/session/session.js'
+import { lastOpPerKey } from '../../../src/session/persister.js'
+import { ChunkStore } from '../../../src/store/chunks.js'
+import { decodeEntry } from '../../../src/store/codec.js'
+import { CHUNK_SIZE, type Entry } from '../../../src/store/entries.js'
+import { entryKey, type BatchOp } from '../../../src/store/keys.js'
+import { Store } from '../../../src/store/store.js'
+import { tmpDir, type Tap } from '../helpers.js'
+
+
+/** A session over a lower holding w/a.txt ("lower"); `fs` is its overlay at w/. */
+async function session (t: Tap, dir: string): Promise<{ s: Session, fs: Filesystem, close: () => Promise<void> }> {
+  const lower = join(dir, 'lower')
+  if (!fs.existsSync(lower)) {
+    fs.mkdirSync(join(lower, 'w'), { recursive: true })
+    fs.writeFileSync(join(lower, 'w', 'a.txt'), 'lower')
+  }
+  const { session: s, close } = await openSession(lower, join(dir, 'store'))
+  let closed = false
+  const closeOnce = async (): Promise<void> => { if (!closed) { closed = true; await close() } }
+  t.teardown(closeOnce)
+  return { s, fs: inProcess(s, 'w', 0o022), close: closeOnce }
+}
+
+/** The head layer's stored entry for p, read from LevelDB itself. */
+const stored = (s: Session, p: string): Entry | undefined => {
+  const raw = s.store.getSync(entryKey(s.headLayer, p))
+  return raw ? decodeEntry(raw) : undefined
+}
+// Entries are looked at through these (the store's field names may change).
+const kindOf = (e: Entry | undefined): string | undefined => (e as { t?: string } | undefined)?.t
+const chunksOf = (e: Entry | undefined): Map<number, Buffer | null> => (e as { chunks: Map<number, Buffer | null> }).chunks
+
+t.test('a flush puts the head\'s entries and chunks in the store', async t => {
+  const { s, fs: w } = await session(t, tmpDir(t, 'persister'))
+  const big = Buffer.alloc(CHUNK_SIZE + 100, 'x')
+  big.write('end', CHUNK_SIZE + 90)
+  await w.writeFile('big', big)
+  await w.mkdir('dir')
+  await w.writeFile('a.txt', 'changed')
+  await s.persister.flushAll(true)
+  const e = stored(s, '/w/big')
+  t.equal(kindOf(e), 'f')
+  t.same([...chunksOf(e).keys()].sort(), [0, 1], 'two chunks')
+  const chunks = new ChunkStore(s.store)
+  const bytes = Buffer.concat([0, 1].map(i => chunks.get(chunksOf(e).get(i)!)))
+  t.ok(bytes.equals(big), 'the chunks hold the bytes written')
+  t.equal(kindOf(stored(s, '/w/dir')), 'd')
+  t.equal(kindOf(stored(s, '/w/a.txt')), 'f', 'a changed lower file has its own entry')
+  t.same([...s.overlay.head.keys()].sort(), ['/w', '/w/a.txt', '/w/big', '/w/dir'], 'the head holds these paths (/w: its times changed)')
+  t.equal(s.status().headChanges, 4)
+})
+
+t.test('a removal is stored: a whiteout over a lower file, nothing for a file the turn made', async t => {
+  const { s, fs: w } = await session(t, tmpDir(t, 'persister'))
+  await w.writeFile('new', 'n')
+  await s.persister.flushAll(true)
+  t.equal(kindOf(stored(s, '/w/new')), 'f')
+  await w.unlink('new')
+  await w.unlink('a.txt')
+  await s.persister.flushAll(true)
+  t.equal(stored(s, '/w/new'), undefined, 'made and removed in one turn: no record at all')
+  t.equal(kindOf(stored(s, '/w/a.txt')), 'w', 'the lower file is hidden by a whiteout')
+})
+
+t.test('what was written is there after the store is closed and opened again', async t => {
+  const dir = tmpDir(t, 'persister')
+  const first = await session(t, dir)
+  await first.fs.writeFile('a.txt', 'one')
+  await first.fs.mkdir('d')
+  await first.fs.symlink('../a.txt', 'd/link')
+  await first.s.turn()
+  await first.fs.writeFile('d/f', 'in the head turn, not sealed')
+  await first.fs.chmod('d/f', 0o600)
+  await first.fs.rename('a.txt', 'moved.txt')
+  // Written, not flushed by hand: closing the session must flush it.
+  await first.close()
+  // The store alone, as the next process opens it: the head layer holds the last changes.
+  const store = await Store.open(join(dir, 'store'), { workspace: join(dir, 'lower'), create: false })
+  const head = await store.loadLayer(store.meta.stack[store.meta.stack.length - 1])
+  t.ok(head.has('/w/d/f'), 'the head layer has the unsealed write')
+  t.ok(head.has('/w/moved.txt'), 'and the rename')
+  await store.close()
+  const again = await session(t, dir)
+  t.equal((await again.fs.readFile('d/f')).toString(), 'in the head turn, not sealed')
+  t.equal((await again.fs.stat('d/f')).perm, 0o600)
+  t.equal((await again.fs.readFile('moved.txt')).toString(), 'one')
+  t.same(await again.fs.readdir(''), ['d', 'moved.txt'])
+  t.equal(await again.fs.readlink('d/link'), '../a.txt')
+  t.equal(fs.readFileSync(join(dir, 'lower', 'w', 'a.txt'), 'utf8'), 'lower', 'the real file is untouched')
+})
+
+t.test('a durable change is in the store when durable() is done', async t => {
+  const dir = tmpDir(t, 'persister')
+  const { s, fs: w, close } = await session(t, dir)
+  await w.mkdir('made')
+  await s.persister.durable()
+  // Logged (the write-ahead log) or in LevelDB: either way the next opening of the store has it.
+  await close()
+  const again = await session(t, dir)
+  t.equal((await again.fs.stat('made')).type, 'd')
+})
+
+t.test('lastOpPerKey keeps the last op of each key, in order', async t => {
+  const put = (key: string, v: string): BatchOp => ({ type: 'put', key, value: Buffer.from(v) })
+  const ops: BatchOp[] = [put('a', '1'), put('b', '1'), { type: 'del', key: 'a' }, put('c', '1'), put('b', '2')]
+  lastOpPerKey(ops)
+  t.same(ops.map(op => op.type === 'put' ? `${op.key}=${op.value.toString()}` : `-${op.key}`), ['-a', 'c=1', 'b=2'])
+  const none: BatchOp[] = []
+  lastOpPerKey(none)
+  t.same(none, [])
+})
