@@ -23,5 +23,5 @@ export interface Attr {
 
 /** A real path's lstat as the mount shows it (Origin's cache): the attributes, and the kind. */
 export interface OriginStat extends Attr {
-  t: Kind
+  kind: Kind
 }

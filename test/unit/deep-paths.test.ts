@@ -55,14 +55,14 @@ t.test('BaseMap.cover is the walk over every ancestor', async t => {
     if (e) return e
     for (const a of ancestors(p)) {
       const ea = base.get(a)
-      if (ea && ea.t !== 'd') return 'hidden'
+      if (ea && ea.kind !== 'd') return 'hidden'
     }
     return undefined
   }
   for (let seed = 1; seed <= 20; seed++) {
     const r = rng(seed)
     const entries = new Map<string, Entry>()
-    const kinds: Entry[] = [{ t: 'w' }, { t: 'd', mode: 0o755, uid: 0, gid: 0, atime: 0, mtime: 0, ctime: 0, ino: 1 }, { t: 'l', mode: 0o777, uid: 0, gid: 0, atime: 0, mtime: 0, ctime: 0, ino: 2, target: 'x' }]
+    const kinds: Entry[] = [{ kind: 'w' }, { kind: 'd', mode: 0o755, uid: 0, gid: 0, atime: 0, mtime: 0, ctime: 0, ino: 1 }, { kind: 'l', mode: 0o777, uid: 0, gid: 0, atime: 0, mtime: 0, ctime: 0, ino: 2, target: 'x' }]
     for (let i = r(4); i > 0; i--) entries.set(randomPath(r, 4), kinds[r(kinds.length)])
     const base = new BaseMap(entries)
     let bad = 0

@@ -12,7 +12,7 @@ function origin (tree: Record<string, 'd' | string>): Origin {
   const st = (p: string) => {
     const v = p === '/' ? 'd' : tree[p]
     if (v === undefined) return null
-    return { t: v === 'd' ? 'd' : 'f', mode: v === 'd' ? 0o40755 : 0o100644, uid: 0, gid: 0, size: v === 'd' ? 0 : v.length, atime: 0, mtime: 0, ctime: 0, ino: 1, nlink: 1, blocks: 0 }
+    return { kind: v === 'd' ? 'd' : 'f', mode: v === 'd' ? 0o40755 : 0o100644, uid: 0, gid: 0, size: v === 'd' ? 0 : v.length, atime: 0, mtime: 0, ctime: 0, ino: 1, nlink: 1, blocks: 0 }
   }
   return {
     stat: st,
@@ -24,8 +24,8 @@ function origin (tree: Record<string, 'd' | string>): Origin {
 }
 
 const meta = { mode: 0o644, uid: 0, gid: 0, atime: 0, mtime: 0, ctime: 0, ino: 9 }
-const file = (): Entry => ({ t: 'f', ...meta, size: 0, chunks: new Map() })
-const dir = (extra: object = {}): Entry => ({ t: 'd', ...meta, mode: 0o755, ...extra })
+const file = (): Entry => ({ kind: 'f', ...meta, size: 0, chunks: new Map() })
+const dir = (extra: object = {}): Entry => ({ kind: 'd', ...meta, mode: 0o755, ...extra })
 const layer = (o: Record<string, Entry>) => new Map(Object.entries(o))
 
 t.test('paths', async t => {
@@ -41,8 +41,8 @@ t.test('paths', async t => {
 t.test('layers merge: whiteouts, opaque and redirected directories', async t => {
   const o = origin({ '/d': 'd', '/d/x': 'x', '/d/y': 'y', '/e': 'd', '/e/z': 'z' })
   const v = View.build(o, [
-    layer({ '/d/x': { t: 'w' } }),
-    layer({ '/m': dir({ opaque: 1, redirect: '/e', fresh: 1 }), '/e': { t: 'w' } })
+    layer({ '/d/x': { kind: 'w' } }),
+    layer({ '/m': dir({ opaque: 1, redirect: '/e', fresh: 1 }), '/e': { kind: 'w' } })
   ])
   t.same(v.readdir('/').sort(), ['d', 'm'], 'the moved directory appears under its new name only')
   t.same(v.readdir('/d'), ['y'], 'a whiteout hides an origin file')
@@ -63,7 +63,7 @@ t.test('a metadata copy of an opaque directory in a later layer hides nothing', 
 t.test('the planner orders removals before replacements and directory modes last', async t => {
   const o = origin({ '/a': 'old', '/d': 'd', '/d/f': 'f' })
   const expected = View.build(o, [])
-  const target = View.build(o, [layer({ '/a': dir({ opaque: 1, fresh: 1, mode: 0o500 }), '/a/in': file(), '/d/f': { t: 'w' } })])
+  const target = View.build(o, [layer({ '/a': dir({ opaque: 1, fresh: 1, mode: 0o500 }), '/a/in': file(), '/d/f': { kind: 'w' } })])
   const plan = planViews(expected, target, ['/a', '/a/in', '/d/f'])
   t.same(plan.ops.map(op => `${op.op} ${op.path}`), ['remove /a', 'mkdir /a', 'write /a/in', 'remove /d/f', 'chmod /a'])
   t.same(planViews(expected, expected, ['/a']).ops, [], 'nothing differs, nothing planned')
