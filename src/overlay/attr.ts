@@ -47,7 +47,7 @@ export function attrOf (r: Resolved): Attr {
   // A directory the mount made or changed is one ext4 block, as most are on ext4: size 4096,
   // 8 sectors (docs/decisions.md, "Directory sizes"). Untouched ones show the real stat.
   // FIFOs, sockets and device nodes have size 0, as on ext4.
-  const size = e.t === 'f' ? e.size : e.t === 'l' ? Buffer.byteLength(e.target) : e.t === 'd' ? 4096 : 0
+  const size = e.kind === 'f' ? e.size : e.kind === 'l' ? Buffer.byteLength(e.target) : e.kind === 'd' ? 4096 : 0
   return {
     mode: (e.mode & ~S_IFMT) | typeBits(e),
     uid: e.uid,
@@ -60,9 +60,9 @@ export function attrOf (r: Resolved): Attr {
     mtimeNs: e.mtimeNs ?? 0,
     ctimeNs: e.ctimeNs ?? 0,
     ino: e.ino,
-    nlink: e.t === 'd' ? 2 : e.links ?? 1,
-    blocks: e.t === 'f' ? Math.ceil(storedBytes(e) / 512) : e.t === 'd' ? 8 : 0,
-    rdev: e.t === 'n' ? e.rdev : 0
+    nlink: e.kind === 'd' ? 2 : e.links ?? 1,
+    blocks: e.kind === 'f' ? Math.ceil(storedBytes(e) / 512) : e.kind === 'd' ? 8 : 0,
+    rdev: e.kind === 'n' ? e.rdev : 0
   }
 }
 

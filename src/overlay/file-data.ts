@@ -57,7 +57,7 @@ export class FileData {
     this.hooks.checkSpace(len)
     this.layer.touched()
     const e = this.layer.headFile(node)
-    const modeChanged = (kill !== null || e.x?.[CAPABILITY] !== undefined) && dropPrivileges(e, kill)
+    const modeChanged = (kill !== null || e.xattrs?.[CAPABILITY] !== undefined) && dropPrivileges(e, kill)
     const end = pos + len
     let done = 0
     while (done < len) {

@@ -36,7 +36,7 @@ export class HeadLayer {
   /** Does removing p need a whiteout (did p exist when the head turn began)? */
   needsWhiteout (p: string): boolean {
     const h = this.head.get(p)
-    if (h) return h.n !== 1
+    if (h) return h.newInTurn !== 1
     // An older whiteout counts too: the view holds one entry per path, so a head entry that
     // replaced it must leave a whiteout behind when it goes, or the lower would resurface.
     return this.view.entries.has(p) || this.view.resolve(p) !== null
@@ -62,7 +62,7 @@ export class HeadLayer {
     const whiteout = this.needsWhiteout(p)
     if (isDir) this.dropBelow(p)
     if (whiteout) {
-      this.setHead(p, { t: 'w' })
+      this.setHead(p, { kind: 'w' })
     } else {
       this.head.delete(p)
       this.view.delete(p)
@@ -91,7 +91,7 @@ export class HeadLayer {
     if (!('nlink' in st)) {
       // A base entry (captured original): copy it, keeping its content references.
       const c = cloneEntry(st)
-      delete c.n
+      delete c.newInTurn
       delete c.links
       return c
     }
@@ -100,11 +100,11 @@ export class HeadLayer {
     if (st.mtimeNs) meta.mtimeNs = st.mtimeNs
     if (st.ctimeNs) meta.ctimeNs = st.ctimeNs
     const x = this.lower.xattrs(r.lowerPath)
-    if (x) meta.x = x
-    if (st.t === 'f') return { t: 'f', ...meta, size: st.size, chunks: new Map(), src: r.lowerPath, srcSize: st.size }
-    if (st.t === 'l') return { t: 'l', ...meta, target: this.lower.readlink(r.lowerPath) }
-    if (st.t === 'n') return { t: 'n', ...meta, fmt: st.mode & S_IFMT, rdev: st.rdev }
-    return { t: 'd', ...meta }
+    if (x) meta.xattrs = x
+    if (st.kind === 'f') return { kind: 'f', ...meta, size: st.size, chunks: new Map(), src: r.lowerPath, srcSize: st.size }
+    if (st.kind === 'l') return { kind: 'l', ...meta, target: this.lower.readlink(r.lowerPath) }
+    if (st.kind === 'n') return { kind: 'n', ...meta, fmt: st.mode & S_IFMT, rdev: st.rdev }
+    return { kind: 'd', ...meta }
   }
 
   /**
@@ -113,15 +113,15 @@ export class HeadLayer {
    */
   headState (p: string): { e: LiveEntry, key: string } {
     const h = this.head.get(p)
-    if (h && h.t !== 'w' && h.t !== 'h') return { e: h, key: p }
+    if (h && h.kind !== 'w' && h.kind !== 'h') return { e: h, key: p }
     const r = this.resolve(p)
     if (isInoKey(r.key)) return { e: this.headRecord(r), key: r.key }
     const e = r.kind === 'upper' ? cloneEntry(r.entry) : this.fromLower(r)
-    delete e.n // p existed when the turn began (it resolved without a head entry)
-    if (e.t === 'd') delete e.fresh // a metadata copy hides nothing (see store/entries.ts)
+    delete e.newInTurn // p existed when the turn began (it resolved without a head entry)
+    if (e.kind === 'd') delete e.fresh // a metadata copy hides nothing (see store/entries.ts)
     this.setHead(p, e)
     const node = this.nodes.get(p)
-    if (node && e.t === 'f') node.entry = e
+    if (node && e.kind === 'f') node.entry = e
     return { e, key: p }
   }
 
@@ -138,21 +138,21 @@ export class HeadLayer {
   headRecord (r: Resolved): LiveEntry {
     const key = r.key
     const h = this.head.get(key)
-    if (h && h.t !== 'w' && h.t !== 'h') return h
+    if (h && h.kind !== 'w' && h.kind !== 'h') return h
     let e: LiveEntry
     if (r.kind === 'upper') {
       e = cloneEntry(r.entry)
-      delete e.n
+      delete e.newInTurn
     } else {
       e = this.fromLower(r)
       e.links = 'nlink' in r.stat ? r.stat.nlink : r.stat.links ?? 1
-      e.o = r.lowerPath
+      e.realPath = r.lowerPath
     }
     // Nothing older to hide: removing it later needs no whiteout.
-    if (!this.view.entries.has(key)) e.n = 1
+    if (!this.view.entries.has(key)) e.newInTurn = 1
     this.setHead(key, e)
     const node = this.nodes.get(key)
-    if (node && e.t === 'f') node.entry = e
+    if (node && e.kind === 'f') node.entry = e
     return e
   }
 
@@ -177,10 +177,10 @@ export class HeadLayer {
     }
     if (!node.entry && node.lowerPath !== null && this.hooks.onCopyUp) {
       const st = this.lower.stat(node.lowerPath)
-      if (st && st.t === 'f' && 'nlink' in st) this.hooks.onCopyUp(node.lowerPath, st.size)
+      if (st && st.kind === 'f' && 'nlink' in st) this.hooks.onCopyUp(node.lowerPath, st.size)
     }
     const e = isInoKey(node.key) ? this.headRecord(this.resolveNode(node)) : this.headEntry(node.key)
-    if (e.t !== 'f') throw fsError('EISDIR', node.key)
+    if (e.kind !== 'f') throw fsError('EISDIR', node.key)
     node.entry = e
     return e
   }
@@ -196,7 +196,7 @@ export class HeadLayer {
     if (!node) return
     this.nodes.delete(from)
     node.key = to
-    if (e && e.t === 'f') node.entry = e
+    if (e && e.kind === 'f') node.entry = e
     this.nodes.set(to, node)
   }
 }

@@ -57,8 +57,8 @@ export class Metadata {
       if (s.uid !== undefined || s.gid !== undefined || (kill !== null && s.size === undefined)) dropPrivileges(e, kill)
       if (s.mode !== undefined) {
         e.mode = s.mode & 0o7777
-        const acl = e.x?.[ACL_ACCESS]
-        if (acl) e.x = { ...e.x, [ACL_ACCESS]: aclAfterChmod(acl, e.mode) }
+        const acl = e.xattrs?.[ACL_ACCESS]
+        if (acl) e.xattrs = { ...e.xattrs, [ACL_ACCESS]: aclAfterChmod(acl, e.mode) }
       }
       if (s.uid !== undefined) e.uid = s.uid
       if (s.gid !== undefined) e.gid = s.gid
@@ -79,8 +79,8 @@ export class Metadata {
 
   private xattrsOf (p: string): Record<string, Buffer> | undefined {
     const r = this.layer.resolve(p)
-    if (r.kind === 'upper') return r.entry.x
-    return 'nlink' in r.stat ? this.lower.xattrs(r.lowerPath) : r.stat.x
+    if (r.kind === 'upper') return r.entry.xattrs
+    return 'nlink' in r.stat ? this.lower.xattrs(r.lowerPath) : r.stat.xattrs
   }
 
   getxattr (p: string, name: string): Buffer {
@@ -117,11 +117,11 @@ export class Metadata {
     this.hooks.checkSpace(value.length)
     this.layer.touched()
     const { e, key } = this.layer.headState(p)
-    const x = { ...e.x, [name]: Buffer.from(value) }
+    const x = { ...e.xattrs, [name]: Buffer.from(value) }
     // An ACL that says no more than the mode bits is stored as the mode (as ext4 does).
     if (!keep) delete x[name]
-    if (Object.keys(x).length) e.x = x
-    else delete e.x
+    if (Object.keys(x).length) e.xattrs = x
+    else delete e.xattrs
     if (mode !== undefined) e.mode = mode & 0o7777
     this.layer.stamp(e, false)
     this.hooks.onChange(key)
@@ -131,10 +131,10 @@ export class Metadata {
     if (this.xattrsOf(p)?.[name] === undefined) throw fsError('ENODATA', p, name)
     this.layer.touched()
     const { e, key } = this.layer.headState(p)
-    const x = { ...e.x }
+    const x = { ...e.xattrs }
     delete x[name]
-    if (Object.keys(x).length) e.x = x
-    else delete e.x
+    if (Object.keys(x).length) e.xattrs = x
+    else delete e.xattrs
     this.layer.stamp(e, false)
     this.hooks.onChange(key)
   }

@@ -55,9 +55,9 @@ export class Namespace {
     this.hooks.checkSpace(0)
     this.layer.touched()
     const n = this.layer.needsWhiteout(p) ? undefined : 1
-    const e: FileEntry = { t: 'f', ...this.layer.newMeta(mode & 0o7777, caller), size: 0, chunks: new Map() }
+    const e: FileEntry = { kind: 'f', ...this.layer.newMeta(mode & 0o7777, caller), size: 0, chunks: new Map() }
     this.inherit(parent, e, false)
-    if (n) e.n = 1
+    if (n) e.newInTurn = 1
     this.layer.setHead(p, e)
     this.touchParent(p)
     const node = new FileNode(p, e, null)
@@ -72,9 +72,9 @@ export class Namespace {
     this.layer.touched()
     const n = this.layer.needsWhiteout(p) ? undefined : 1
     // A new directory has no old children: opaque, so nothing below it is ever looked up.
-    const e: DirEntry = { t: 'd', ...this.layer.newMeta(mode & 0o7777, caller), opaque: 1, fresh: 1 }
+    const e: DirEntry = { kind: 'd', ...this.layer.newMeta(mode & 0o7777, caller), opaque: 1, fresh: 1 }
     this.inherit(parent, e, true)
-    if (n) e.n = 1
+    if (n) e.newInTurn = 1
     this.layer.dropBelow(p)
     this.layer.setHead(p, e)
     this.touchParent(p)
@@ -87,9 +87,9 @@ export class Namespace {
     this.hooks.checkSpace(0)
     this.layer.touched()
     const n = this.layer.needsWhiteout(p) ? undefined : 1
-    const e: NodeEntry = { t: 'n', ...this.layer.newMeta(mode & 0o7777, caller), fmt, rdev }
+    const e: NodeEntry = { kind: 'n', ...this.layer.newMeta(mode & 0o7777, caller), fmt, rdev }
     this.inherit(parent, e, false)
-    if (n) e.n = 1
+    if (n) e.newInTurn = 1
     this.layer.setHead(p, e)
     this.touchParent(p)
   }
@@ -101,9 +101,9 @@ export class Namespace {
     this.hooks.checkSpace(0)
     this.layer.touched()
     const n = this.layer.needsWhiteout(p) ? undefined : 1
-    const e: SymlinkEntry = { t: 'l', ...this.layer.newMeta(0o777, caller), target }
+    const e: SymlinkEntry = { kind: 'l', ...this.layer.newMeta(0o777, caller), target }
     this.inherit(parent, e, false)
-    if (n) e.n = 1
+    if (n) e.newInTurn = 1
     this.layer.setHead(p, e)
     this.touchParent(p)
   }
@@ -134,12 +134,12 @@ export class Namespace {
     if (rec.links > 0) return
     this.detachNode(r.key, { kind: 'upper', entry: rec, key: r.key })
     const h = this.layer.head.get(r.key)
-    if (h && h.n === 1) {
+    if (h && h.newInTurn === 1) {
       this.layer.head.delete(r.key)
       this.layer.view.delete(r.key)
       this.hooks.onChange(r.key)
     } else {
-      this.layer.setHead(r.key, { t: 'w' })
+      this.layer.setHead(r.key, { kind: 'w' })
     }
   }
 
@@ -182,8 +182,8 @@ export class Namespace {
     rec.links = (rec.links ?? 1) + 1
     this.layer.stamp(rec, false)
     this.hooks.onChange(key)
-    const name: HardLinkEntry = { t: 'h', ino: inoOfKey(key) }
-    if (!this.layer.needsWhiteout(dst)) name.n = 1
+    const name: HardLinkEntry = { kind: 'h', ino: inoOfKey(key) }
+    if (!this.layer.needsWhiteout(dst)) name.newInTurn = 1
     this.layer.setHead(dst, name)
     this.touchParent(dst)
   }
@@ -197,15 +197,15 @@ export class Namespace {
       rec = own === rs.entry ? rs.entry : cloneEntry(rs.entry)
     } else {
       rec = this.layer.fromLower(rs)
-      rec.o = rs.lowerPath
+      rec.realPath = rs.lowerPath
     }
     const key = inoKey(rec.ino)
-    delete rec.n
+    delete rec.newInTurn
     rec.links = 1
-    if (!this.layer.view.entries.has(key)) rec.n = 1
+    if (!this.layer.view.entries.has(key)) rec.newInTurn = 1
     this.layer.setHead(key, rec)
-    const name: HardLinkEntry = { t: 'h', ino: rec.ino }
-    if (own && own.n === 1) name.n = 1 // src itself is still new this turn
+    const name: HardLinkEntry = { kind: 'h', ino: rec.ino }
+    if (own && own.newInTurn === 1) name.newInTurn = 1 // src itself is still new this turn
     this.layer.setHead(src, name)
     this.layer.moveNode(src, key, rec)
     return { key, rec }

@@ -13,12 +13,12 @@ export const CAPABILITY = 'security.capability'
  */
 export function dropPrivileges (e: LiveEntry, kill: KillSetId | null): boolean {
   const mode = e.mode
-  if (e.x?.[CAPABILITY]) {
-    const { [CAPABILITY]: _dropped, ...rest } = e.x
-    if (Object.keys(rest).length) e.x = rest
-    else delete e.x
+  if (e.xattrs?.[CAPABILITY]) {
+    const { [CAPABILITY]: _dropped, ...rest } = e.xattrs
+    if (Object.keys(rest).length) e.xattrs = rest
+    else delete e.xattrs
   }
-  if (kill && e.t !== 'd') {
+  if (kill && e.kind !== 'd') {
     e.mode &= ~0o4000
     if (e.mode & 0o2000 && (e.mode & 0o010 || !kill.inGroup(e.gid))) e.mode &= ~0o2000
   }

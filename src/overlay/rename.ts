@@ -72,16 +72,16 @@ export class Renamer {
       const rec = this.layer.headRecord(rs)
       this.layer.stamp(rec, false)
       this.hooks.onChange(rs.key)
-      moved = { t: 'h', ino: inoOfKey(rs.key) }
+      moved = { kind: 'h', ino: inoOfKey(rs.key) }
     } else if (rs.kind === 'upper') {
       moved = this.layer.head.get(src) === rs.entry ? rs.entry : cloneEntry(rs.entry)
     } else {
       moved = this.layer.fromLower(rs)
     }
     this.layer.removePath(src, false)
-    if (this.layer.needsWhiteout(dst)) delete moved.n
-    else moved.n = 1
-    if (moved.t !== 'h') this.layer.stamp(moved, false)
+    if (this.layer.needsWhiteout(dst)) delete moved.newInTurn
+    else moved.newInTurn = 1
+    if (moved.kind !== 'h') this.layer.stamp(moved, false)
     this.layer.setHead(dst, moved)
     if (!isInoKey(rs.key)) this.layer.moveNode(src, dst, moved)
   }
@@ -99,24 +99,24 @@ export class Renamer {
       attrs = this.layer.fromLower(rs)
       lowerDir = rs.lowerPath
     }
-    if (lowerDir !== null && this.lower.stat(lowerDir)?.t !== 'd') lowerDir = null
+    if (lowerDir !== null && this.lower.stat(lowerDir)?.kind !== 'd') lowerDir = null
     const moved = this.layer.view.subtree(src).map(([q, e]) => [rebase(q, src, dst), e, this.layer.head.get(q) === e] as const)
     this.layer.removePath(src, true)
-    const dir: DirEntry = { ...metaOf(attrs), t: 'd', opaque: 1, fresh: 1 }
-    if (attrs.x) dir.x = attrs.x
+    const dir: DirEntry = { ...metaOf(attrs), kind: 'd', opaque: 1, fresh: 1 }
+    if (attrs.xattrs) dir.xattrs = attrs.xattrs
     this.layer.stamp(dir, false)
     if (lowerDir !== null) dir.redirect = lowerDir
-    if (!this.layer.needsWhiteout(dst)) dir.n = 1
+    if (!this.layer.needsWhiteout(dst)) dir.newInTurn = 1
     this.layer.setHead(dst, dir)
     for (const [q, e, own] of moved) {
       const c = own ? e : cloneEntry(e)
       const existed = this.layer.needsWhiteout(q)
-      if (c.t === 'w') {
-        if (existed) this.layer.setHead(q, { t: 'w' })
+      if (c.kind === 'w') {
+        if (existed) this.layer.setHead(q, { kind: 'w' })
         continue
       }
-      if (existed) delete c.n
-      else c.n = 1
+      if (existed) delete c.newInTurn
+      else c.newInTurn = 1
       this.layer.setHead(q, c)
     }
     for (const p of [...this.layer.nodes.keys()]) {

@@ -48,8 +48,8 @@ export class Restorer {
       const ra = src.resolve(a)
       if (!ra || resolvedType(ra) !== 'd') throw fsError('ENOTDIR', a, 'the parent is not a directory in the turn restored from')
       if (live) this.layer.removePath(a, false)
-      const d: DirEntry = { t: 'd', ...this.layer.newMeta(attrOf(ra).mode & 0o7777, this.self), opaque: 1, fresh: 1 }
-      if (!this.layer.needsWhiteout(a)) d.n = 1
+      const d: DirEntry = { kind: 'd', ...this.layer.newMeta(attrOf(ra).mode & 0o7777, this.self), opaque: 1, fresh: 1 }
+      if (!this.layer.needsWhiteout(a)) d.newInTurn = 1
       this.layer.setHead(a, d)
     }
   }
@@ -76,36 +76,36 @@ export class Restorer {
   private restoreLeaf (p: string, r: Resolved): void {
     const e = this.ownCopy(r)
     this.layer.stamp(e, false)
-    if (this.layer.needsWhiteout(p)) delete e.n
-    else e.n = 1
+    if (this.layer.needsWhiteout(p)) delete e.newInTurn
+    else e.newInTurn = 1
     this.layer.setHead(p, e)
   }
 
   private restoreDir (p: string, r: Resolved, src: View): void {
-    const dir: DirEntry = { ...metaOf(attrOf(r)), t: 'd', opaque: 1, fresh: 1 }
-    const x = r.kind === 'upper' ? r.entry.x : 'nlink' in r.stat ? this.lower.xattrs(r.lowerPath) : r.stat.x
-    if (x) dir.x = x
+    const dir: DirEntry = { ...metaOf(attrOf(r)), kind: 'd', opaque: 1, fresh: 1 }
+    const x = r.kind === 'upper' ? r.entry.xattrs : 'nlink' in r.stat ? this.lower.xattrs(r.lowerPath) : r.stat.xattrs
+    if (x) dir.xattrs = x
     this.layer.stamp(dir, false)
     const lowerDir = src.dirLowerPath(p)
-    if (lowerDir !== null && this.lower.stat(lowerDir)?.t === 'd') dir.redirect = lowerDir
-    if (!this.layer.needsWhiteout(p)) dir.n = 1
+    if (lowerDir !== null && this.lower.stat(lowerDir)?.kind === 'd') dir.redirect = lowerDir
+    if (!this.layer.needsWhiteout(p)) dir.newInTurn = 1
     this.layer.setHead(p, dir)
     for (const [q, e] of src.subtree(p)) {
       const needed = this.layer.needsWhiteout(q)
-      if (e.t === 'w') {
-        if (needed) this.layer.setHead(q, { t: 'w' })
+      if (e.kind === 'w') {
+        if (needed) this.layer.setHead(q, { kind: 'w' })
         continue
       }
       let c: LiveEntry
-      if (e.t === 'h') {
+      if (e.kind === 'h') {
         const rq = src.resolve(q)
         if (!rq) continue
         c = this.ownCopy(rq)
       } else {
         c = cloneEntry(e)
       }
-      if (needed) delete c.n
-      else c.n = 1
+      if (needed) delete c.newInTurn
+      else c.newInTurn = 1
       this.layer.setHead(q, c)
     }
   }
@@ -115,7 +115,7 @@ export class Restorer {
     const e = r.kind === 'upper' ? cloneEntry(r.entry) : this.layer.fromLower(r)
     if (isInoKey(r.key)) {
       delete e.links
-      delete e.o
+      delete e.realPath
       e.ino = this.hooks.allocIno()
     }
     return e

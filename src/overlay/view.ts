@@ -22,12 +22,12 @@ export type Resolved =
   | { kind: 'lower', lowerPath: string, stat: LowerStat | LiveEntry, key: string }
 
 export function resolvedType (r: Resolved): Kind {
-  return r.kind === 'upper' ? r.entry.t : r.stat.t
+  return r.kind === 'upper' ? r.entry.kind : r.stat.kind
 }
 
 /** Does this entry hide what older layers recorded below its path? */
 export function hidesBelow (e: Entry): boolean {
-  return e.t !== 'd' || e.fresh === 1
+  return e.kind !== 'd' || e.fresh === 1
 }
 
 /** Is the state behind r an inode record (or a real file with several names)? */
@@ -79,8 +79,8 @@ export class View {
     const old = this.entries.get(p)
     this.beforeChange(p, old, e)
     this.forgetLowerPaths(p, old, e)
-    if (old?.t === 'h') this.unname(old.ino, p)
-    if (e.t === 'h') {
+    if (old?.kind === 'h') this.unname(old.ino, p)
+    if (e.kind === 'h') {
       let s = this.names.get(e.ino)
       if (!s) this.names.set(e.ino, s = new Set())
       s.add(p)
@@ -106,7 +106,7 @@ export class View {
     }
     this.beforeChange(p, old, undefined)
     this.forgetLowerPaths(p, old, undefined)
-    if (old.t === 'h') this.unname(old.ino, p)
+    if (old.kind === 'h') this.unname(old.ino, p)
     this.entries.delete(p)
     for (let q = p; q !== '/';) {
       if (this.entries.has(q) || this.children.has(q)) break
@@ -148,7 +148,7 @@ export class View {
     if (kids) {
       for (const name of kids) {
         const e = this.entries.get(join(p, name))
-        if (e) n += (e.t === 'd' ? 1 : 0) - (op !== null && this.lower.stat(join(op, name))?.t === 'd' ? 1 : 0)
+        if (e) n += (e.kind === 'd' ? 1 : 0) - (op !== null && this.lower.stat(join(op, name))?.kind === 'd' ? 1 : 0)
       }
     }
     this.nlinks.set(p, n)
@@ -159,12 +159,12 @@ export class View {
   private beforeChange (p: string, old: Entry | undefined, e: Entry | undefined): void {
     if (this.nlinks.size === 0) return
     // p's own count depends on where its children come from.
-    if (old?.t === 'd' || e?.t === 'd' || old === undefined || e === undefined) this.nlinks.delete(p)
+    if (old?.kind === 'd' || e?.kind === 'd' || old === undefined || e === undefined) this.nlinks.delete(p)
     if (p === '/') return
     const dir = parentOf(p)
     const count = this.nlinks.get(dir)
     if (count === undefined) return
-    const isDir = (x: Entry | undefined) => x?.t === 'd' ? 1 : 0
+    const isDir = (x: Entry | undefined) => x?.kind === 'd' ? 1 : 0
     let delta: number
     if (old !== undefined && e !== undefined) {
       delta = isDir(e) - isDir(old) // the lower child is hidden before and after
@@ -173,9 +173,9 @@ export class View {
       // new this turn hid nothing (the path did not exist).
       const x = (old ?? e)!
       let lowerDir = 0
-      if (x.n !== 1) {
+      if (x.newInTurn !== 1) {
         const op = this.dirLowerPath(dir)
-        if (op !== null && this.lower.stat(join(op, baseName(p)))?.t === 'd') lowerDir = 1
+        if (op !== null && this.lower.stat(join(op, baseName(p)))?.kind === 'd') lowerDir = 1
       }
       delta = old === undefined ? isDir(e) - lowerDir : lowerDir - isDir(old)
     }
@@ -246,7 +246,7 @@ export class View {
   /** Where a directory's lower children come from, given its entry and its own lower path. */
   private ownLower (e: Entry | undefined, own: string | null): string | null {
     if (!e) return own
-    if (e.t !== 'd') return null
+    if (e.kind !== 'd') return null
     if (e.redirect !== undefined) return e.redirect
     if (e.opaque) return null
     return own
@@ -254,8 +254,8 @@ export class View {
 
   /** What an entry means for the lower of the paths below it (equal: nothing changes). */
   private static lowerEffect (e: Entry | undefined): string {
-    if (!e || (e.t === 'd' && e.redirect === undefined && !e.opaque)) return ''
-    if (e.t !== 'd') return 'x'
+    if (!e || (e.kind === 'd' && e.redirect === undefined && !e.opaque)) return ''
+    if (e.kind !== 'd') return 'x'
     return e.redirect !== undefined ? 'r' + e.redirect : 'o'
   }
 
@@ -268,14 +268,14 @@ export class View {
   /** The inode record at key, if the view holds a live one. */
   record (key: string): LiveEntry | null {
     const rec = this.entries.get(key)
-    return rec && rec.t !== 'w' && rec.t !== 'h' && rec.t !== 'd' ? rec : null
+    return rec && rec.kind !== 'w' && rec.kind !== 'h' && rec.kind !== 'd' ? rec : null
   }
 
   resolve (p: string): Resolved | null {
     const e = this.entries.get(p)
     if (e) {
-      if (e.t === 'w') return null
-      if (e.t === 'h') {
+      if (e.kind === 'w') return null
+      if (e.kind === 'h') {
         const key = inoKey(e.ino)
         const rec = this.record(key)
         return rec ? { kind: 'upper', entry: rec, key } : null
@@ -286,11 +286,11 @@ export class View {
     if (op === null) return null
     const st = this.lower.stat(op)
     if (!st) return null
-    if (st.t !== 'd' && ('nlink' in st ? st.nlink : st.links ?? 1) > 1) {
+    if (st.kind !== 'd' && ('nlink' in st ? st.nlink : st.links ?? 1) > 1) {
       // A real file with several names: one inode, whichever name reaches it.
       const key = inoKey(st.ino)
       const rec = this.record(key)
-      if (rec && rec.t === st.t) return { kind: 'upper', entry: rec, key }
+      if (rec && rec.kind === st.kind) return { kind: 'upper', entry: rec, key }
       return { kind: 'lower', lowerPath: op, stat: st, key }
     }
     return { kind: 'lower', lowerPath: op, stat: st, key: p }
@@ -301,7 +301,7 @@ export class View {
     const op = this.dirLowerPath(p)
     if (op !== null) {
       const st = this.lower.stat(op)
-      if (st && st.t === 'd') for (const n of this.lower.readdir(op)) names.add(n)
+      if (st && st.kind === 'd') for (const n of this.lower.readdir(op)) names.add(n)
     }
     const kids = this.children.get(p)
     if (kids) {
@@ -309,7 +309,7 @@ export class View {
         const q = join(p, n)
         const e = this.entries.get(q)
         if (!e) continue // only an ancestor of deeper entries
-        if (e.t === 'w' || (e.t === 'h' && !this.record(inoKey(e.ino)))) names.delete(n)
+        if (e.kind === 'w' || (e.kind === 'h' && !this.record(inoKey(e.ino)))) names.delete(n)
         else names.add(n)
       }
     }

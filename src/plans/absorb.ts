@@ -80,7 +80,7 @@ function conflictRule (session: Session, live: boolean): (p: string) => boolean 
     for (const [p, e] of session.history.layers.get(id) ?? []) {
       if (isInoKey(p)) continue
       pendingPaths.add(p)
-      if (e.t !== 'd' || e.opaque === 1 || e.redirect !== undefined) pendingHiding.add(p)
+      if (e.kind !== 'd' || e.opaque === 1 || e.redirect !== undefined) pendingHiding.add(p)
       // An ancestor already there has its own ancestors there too: stop (all of them for every
       // path of a 10,000-level tree was 10^8 strings of 10^4 characters, at every mount).
       for (const a of ancestors(p)) {
@@ -112,9 +112,9 @@ function findDrifted (session: Session, opts: AbsorbOptions, conflicts: (p: stri
     if (!opts.force && conflicts(p)) continue
     drifted.push(p)
     // cpfs knew nothing was there: the history's "before" is that, not what appeared since.
-    if (f.t === null && lower.servedByReal(p)) {
-      lower.setBase(p, { t: 'w' })
-      baseOps.push(session.store.baseOp(p, { t: 'w' }))
+    if (f.type === null && lower.servedByReal(p)) {
+      lower.setBase(p, { kind: 'w' })
+      baseOps.push(session.store.baseOp(p, { kind: 'w' }))
     }
   }
   // By depth (a split per comparison was O(depth) strings, O(n log n) times), then by name.
@@ -142,7 +142,7 @@ async function recordDrifted (session: Session, drifted: string[]): Promise<Map<
       continue
     }
     if (st.type === null || st.blockedBy) {
-      if (cur) layer.set(p, { t: 'w' })
+      if (cur) layer.set(p, { kind: 'w' })
       session.capture.setFingerprint(p, fingerprintOf(st))
       covered.add(p)
       continue
@@ -154,7 +154,7 @@ async function recordDrifted (session: Session, drifted: string[]): Promise<Map<
     // The same directory: its own metadata, and its entries as the real directory lists them.
     const e = realEntry(lower, session.chunks, p)
     const ve = view.entries.get(p)
-    if (e.t === 'd' && ve?.t === 'd') {
+    if (e.kind === 'd' && ve?.kind === 'd') {
       if (ve.opaque) e.opaque = 1
       if (ve.redirect !== undefined) e.redirect = ve.redirect
     }
@@ -164,7 +164,7 @@ async function recordDrifted (session: Session, drifted: string[]): Promise<Map<
     const shown = new Set(view.readdir(p))
     for (const n of shown) {
       if (real.has(n)) continue
-      layer.set(join(p, n), { t: 'w' })
+      layer.set(join(p, n), { kind: 'w' })
       note(join(p, n))
       covered.add(join(p, n))
     }
@@ -180,12 +180,12 @@ async function recordTree (session: Session, top: string, layer: Map<string, Ent
   const stack = [top]
   for (let p = stack.pop(); p !== undefined; p = stack.pop()) {
     const e = await session.capture.realEntryAsync(p)
-    if (e.t !== 'w') delete e.links // recorded as a file of its own (see unlinkChangedNames)
-    if (e.t === 'd') Object.assign(e, { opaque: 1, fresh: 1 })
+    if (e.kind !== 'w') delete e.links // recorded as a file of its own (see unlinkChangedNames)
+    if (e.kind === 'd') Object.assign(e, { opaque: 1, fresh: 1 })
     layer.set(p, e)
     session.capture.setFingerprint(p, fingerprintOf(lstatReal(lower, p)))
     covered.add(p)
-    if (e.t !== 'd') continue
+    if (e.kind !== 'd') continue
     const names = realNames(lower.realPath(p))
     for (let i = names.length - 1; i >= 0; i--) stack.push(join(p, names[i]))
   }
@@ -200,9 +200,9 @@ function unlinkChangedNames (view: View, layer: Map<string, Entry>): void {
     const r = view.resolve(p)
     if (!r || !isInoKey(r.key)) continue
     const prev = layer.get(r.key) ?? view.record(r.key)
-    if (!prev || prev.t === 'w' || prev.t === 'h') continue
+    if (!prev || prev.kind === 'w' || prev.kind === 'h') continue
     const rec = cloneEntry(prev)
-    delete rec.n
+    delete rec.newInTurn
     rec.links = Math.max(0, (rec.links ?? 1) - 1)
     layer.set(r.key, rec)
   }

@@ -111,7 +111,7 @@ function makeAnchor (lower: Lower, chunks: ChunkStore, op: AnchorOp, index: numb
   }
   if (canChown) fs.lchownSync(anchor, op.uid, op.gid)
   if (op.type === 'n') chmodNode(anchor, op.mode)
-  setXattrs(anchor, op.x)
+  setXattrs(anchor, op.xattrs)
   setTimes(anchor, op)
   return bytes
 }
@@ -283,7 +283,7 @@ class PlanRun {
     return this.viaTemp(op.path, index, (tmp) => {
       fs.symlinkSync(op.target, tmp)
       if (canChown) fs.lchownSync(tmp, op.uid, op.gid)
-      setXattrs(tmp, op.x)
+      setXattrs(tmp, op.xattrs)
       setTimes(tmp, op)
     }, () => st.type === 'd')
   }
@@ -297,7 +297,7 @@ class PlanRun {
       native.mknodat(AT_FDCWD, tmp, op.fmt | (op.mode & 0o777), op.rdev)
       if (canChown) fs.lchownSync(tmp, op.uid, op.gid)
       chmodNode(tmp, op.mode) // mknod applies the umask; set the exact bits
-      setXattrs(tmp, op.x)
+      setXattrs(tmp, op.xattrs)
       setTimes(tmp, op)
     }, () => st.type === 'd')
   }
@@ -330,7 +330,7 @@ class PlanRun {
     const st = lstatReal(this.lower, p)
     // chmod follows symlinks: never apply it to one.
     if (st.type === 'l' && canChown) fs.lchownSync(this.lower.realPath(p), op.uid, op.gid)
-    if (st.type === 'l') setXattrs(this.lower.realPath(p), op.x)
+    if (st.type === 'l') setXattrs(this.lower.realPath(p), op.xattrs)
     if (st.type === 'f' || st.type === 'd' || st.type === 'n') setMeta(this.lower.realPath(p), st, op)
     return true
   }

@@ -36,7 +36,7 @@ export function recordFingerprints (session: Session, paths: Iterable<string>, r
     const gone: string[] = []
     for (const [q, f] of session.capture.fingerprints) {
       if (!tops.some(d => q !== d && isWithin(q, d))) continue
-      if (f.t !== null && f.t !== 'd') inos.add(f.ino) // a name that went with its directory
+      if (f.type !== null && f.type !== 'd') inos.add(f.ino) // a name that went with its directory
       gone.push(q)
     }
     for (const q of gone) session.capture.setFingerprint(q, null)
@@ -44,7 +44,7 @@ export function recordFingerprints (session: Session, paths: Iterable<string>, r
   for (const p of paths) {
     const old = session.capture.fingerprints.get(p)
     // A name removed or replaced moved the ctime of the file it was (its other names').
-    if (old && old.t !== null && old.t !== 'd') inos.add(old.ino)
+    if (old && old.type !== null && old.type !== 'd') inos.add(old.ino)
     const st = lstatReal(session.lower, p)
     session.capture.setFingerprint(p, fingerprintOf(st))
     if (st.type !== null && st.type !== 'd' && st.nlink > 1) inos.add(st.ino)
@@ -53,7 +53,7 @@ export function recordFingerprints (session: Session, paths: Iterable<string>, r
   // those still that file are known as they are now.
   if (inos.size) {
     for (const [q, f] of [...session.capture.fingerprints]) {
-      if (f.t === null || f.t === 'd' || !inos.has(f.ino)) continue
+      if (f.type === null || f.type === 'd' || !inos.has(f.ino)) continue
       const st = lstatReal(session.lower, q)
       if (st.ino === f.ino) session.capture.setFingerprint(q, fingerprintOf(st))
     }
@@ -68,7 +68,7 @@ export async function dropAnchors (session: Session): Promise<void> {
   const inos = removeAnchors(session.lower, ops, id)
   // Losing the anchor name moved those files' ctime: their names are known as they are now,
   // or the next plan would take that for a change made outside cpfs.
-  for (const [q, f] of [...session.capture.fingerprints]) if (f.t !== null && f.t !== 'd' && inos.has(f.ino)) session.capture.setFingerprint(q, fingerprintOf(lstatReal(session.lower, q)))
+  for (const [q, f] of [...session.capture.fingerprints]) if (f.type !== null && f.type !== 'd' && inos.has(f.ino)) session.capture.setFingerprint(q, fingerprintOf(lstatReal(session.lower, q)))
   await session.store.batch([...session.capture.fingerprintOps(), { type: 'del', key: ANCHORS_KEY }], true)
 }
 

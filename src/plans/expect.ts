@@ -15,8 +15,8 @@ export function expectOf (session: Session, view: View, p: string, contents: Map
   const type = resolvedType(r)
   const meta = r.kind === 'upper' ? r.entry : r.stat
   const mode = meta.mode & 0o7777
-  const x = r.kind === 'upper' ? r.entry.x : 'nlink' in r.stat ? view.lower.xattrs(r.lowerPath) : r.stat.x
-  const owner = { ...(process.getuid?.() === 0 ? { uid: meta.uid, gid: meta.gid } : {}), x: x ?? null }
+  const x = r.kind === 'upper' ? r.entry.xattrs : 'nlink' in r.stat ? view.lower.xattrs(r.lowerPath) : r.stat.xattrs
+  const owner = { ...(process.getuid?.() === 0 ? { uid: meta.uid, gid: meta.gid } : {}), xattrs: x ?? null }
   if (type === 'd') return { type, mode, ...owner }
   if (type === 'n') {
     const s: any = r.kind === 'upper' ? r.entry : r.stat

@@ -23,9 +23,9 @@ export async function freezeLower (session: Session): Promise<number> {
     await session.history.load([id])
     for (const [p, e] of session.history.layers.get(id)!) {
       if (!isInoKey(p)) files.add(p)
-      if (e.t === 'f' && e.src !== undefined) files.add(e.src)
-      if (e.t !== 'w' && e.t !== 'h' && e.o !== undefined) files.add(e.o)
-      if (e.t === 'd' && e.redirect !== undefined) trees.add(e.redirect)
+      if (e.kind === 'f' && e.src !== undefined) files.add(e.src)
+      if (e.kind !== 'w' && e.kind !== 'h' && e.realPath !== undefined) files.add(e.realPath)
+      if (e.kind === 'd' && e.redirect !== undefined) trees.add(e.redirect)
     }
   }
   const ops: BatchOp[] = []
@@ -50,10 +50,10 @@ export async function freezeLower (session: Session): Promise<number> {
       continue
     }
     if (!lower.servedByReal(p)) continue
-    if (f && f.t === null) {
+    if (f && f.type === null) {
       // cpfs knew nothing was there; what may be there now came from outside.
-      lower.setBase(p, { t: 'w' })
-      ops.push(session.store.baseOp(p, { t: 'w' }))
+      lower.setBase(p, { kind: 'w' })
+      ops.push(session.store.baseOp(p, { kind: 'w' }))
       hidden.add(p)
       continue
     }

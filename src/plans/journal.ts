@@ -11,7 +11,8 @@
 // writes its log in order, so the sync that makes the header durable makes every part durable
 // with it, and a crash before the header leaves only parts that no header names (removed the
 // next time a journal is written or retired). A header without `parts` is a journal written
-// by an earlier version (one value): it is read as it is.
+// by an earlier version (one value): it is read as it is. Journals of store versions 1 to 3
+// name the extended attributes of operations and expectations `x`: read as `xattrs`.
 import * as fs from 'node:fs'
 import { CpfsError } from '../errors.js'
 import type { Session, StackChange } from '../session/session.js'
@@ -169,6 +170,8 @@ export function readJournal (store: Store): Journal | null {
   if (h.parts === undefined) {
     // One value: written before parts, with the maps as lists of pairs.
     const old = h as unknown as Omit<Journal, 'expect' | 'prints'> & { expect: Array<[string, Expect]>, prints?: Array<[string, Fingerprint]> }
+    old.ops.forEach(readXattrs)
+    old.expect.forEach(([, e]) => readXattrs(e))
     return { ...old, ops: old.ops.map(renamedContent), expect: new Map(old.expect), prints: old.prints ? new Map(old.prints) : undefined }
   }
   const j: Journal = { id: h.id, ops: [], expect: new Map(), targetStack: h.targetStack }
@@ -181,9 +184,9 @@ export function readJournal (store: Store): Journal | null {
     }
     const part = decode<Part>(v)
     const opPaths = frontDecode(part.opPaths)
-    for (let k = 0; k < part.ops.length; k++) j.ops.push(renamedContent({ ...part.ops[k], path: opPaths[k] } as PlanOp))
+    for (let k = 0; k < part.ops.length; k++) j.ops.push(renamedContent(readXattrs({ ...part.ops[k], path: opPaths[k] } as PlanOp)))
     const expectPaths = frontDecode(part.expectPaths)
-    for (let k = 0; k < part.expect.length; k++) j.expect.set(expectPaths[k], part.expect[k])
+    for (let k = 0; k < part.expect.length; k++) j.expect.set(expectPaths[k], readXattrs(part.expect[k]))
     const printPaths = frontDecode(part.printPaths)
     for (let k = 0; k < part.prints.length; k++) prints.set(printPaths[k], part.prints[k])
   }
@@ -198,6 +201,16 @@ export function readJournal (store: Store): Journal | null {
 function renamedContent (op: PlanOp): PlanOp {
   if (op.op === 'write' && (op.content?.from as string) === 'origin') op.content = { from: 'lower', path: (op.content as { path: string }).path }
   return op
+}
+
+/** An operation or expectation as this version names it: `x` (store versions 1 to 3) is `xattrs`. */
+function readXattrs<T extends PlanOp | Expect> (item: T): T {
+  const old = item as T & { x?: Record<string, Buffer> | null }
+  if (old.x !== undefined) {
+    (item as any).xattrs = old.x
+    delete old.x
+  }
+  return item
 }
 
 /** Whether a plan is in progress (its header is there). */

@@ -52,11 +52,11 @@ export type AnchorOp = {
   rdev?: number
 } & Times & Attrs
 
-/** Owner and extended attributes a plan sets (x: the whole set; absent = none). */
+/** Owner and extended attributes a plan sets (xattrs: the whole set; absent = none). */
 export interface Attrs {
   uid: number
   gid: number
-  x?: Record<string, Buffer>
+  xattrs?: Record<string, Buffer>
 }
 
 /** Times a plan sets: milliseconds and the nanoseconds within them (see store/entries.ts). */
@@ -92,14 +92,14 @@ function ownerOf (r: Resolved): { uid: number, gid: number } {
 }
 
 function xattrsOf (v: View, r: Resolved): Record<string, Buffer> | undefined {
-  if (r.kind === 'upper') return r.entry.x
-  return 'nlink' in r.stat ? v.lower.xattrs(r.lowerPath) : r.stat.x
+  if (r.kind === 'upper') return r.entry.xattrs
+  return 'nlink' in r.stat ? v.lower.xattrs(r.lowerPath) : r.stat.xattrs
 }
 
 /** Owner and xattrs of r in view v, as a plan op carries them. */
 function attrsOf (v: View, r: Resolved): Attrs {
   const x = xattrsOf(v, r)
-  return x ? { ...ownerOf(r), x } : ownerOf(r)
+  return x ? { ...ownerOf(r), xattrs: x } : ownerOf(r)
 }
 
 export function sameXattrs (a: Record<string, Buffer> | undefined, b: Record<string, Buffer> | undefined): boolean {
@@ -127,7 +127,7 @@ function nodeOf (r: Resolved): { fmt: number, rdev: number } {
 }
 
 function sizeOf (r: Resolved): number {
-  return r.kind === 'upper' ? (r.entry as FileEntry).size : r.stat.t === 'f' ? (r.stat as any).size : 0
+  return r.kind === 'upper' ? (r.entry as FileEntry).size : r.stat.kind === 'f' ? (r.stat as any).size : 0
 }
 
 function linkTarget (v: View, r: Resolved): string {
@@ -160,7 +160,7 @@ function sameBytes (e: Resolved, t: Resolved): boolean {
 
 function deepDir (v: View, p: string): boolean {
   const e = v.entries.get(p)
-  return e !== undefined && e.t === 'd' && (e.opaque === 1 || e.redirect !== undefined)
+  return e !== undefined && e.kind === 'd' && (e.opaque === 1 || e.redirect !== undefined)
 }
 
 /**
@@ -170,7 +170,7 @@ function deepDir (v: View, p: string): boolean {
 function namesIn (v: View, key: string, realNames?: Map<string, string[]>): string[] {
   const out = v.namesOf(inoOfKey(key))
   const rec = v.record(key)
-  if (rec?.o !== undefined && !out.includes(rec.o) && v.resolve(rec.o)?.key === key) out.push(rec.o)
+  if (rec?.realPath !== undefined && !out.includes(rec.realPath) && v.resolve(rec.realPath)?.key === key) out.push(rec.realPath)
   for (const n of realNames?.get(key) ?? []) if (!out.includes(n)) out.push(n)
   return out
 }
@@ -413,7 +413,7 @@ function anchorOf (expected: View, target: View, key: string, names: string[], r
   const t: Resolved = rec ? { kind: 'upper', entry: rec, key } : rep
   const type = resolvedType(t)
   const ino = inoOfKey(key)
-  const came = rec ? rec.o : t.kind === 'lower' ? t.lowerPath : undefined
+  const came = rec ? rec.realPath : t.kind === 'lower' ? t.lowerPath : undefined
   const candidates = [...new Set([...names, ...namesIn(expected, key, expectedRealNames), ...(came !== undefined ? [came] : [])])]
   let from: string | undefined
   let fromRes: Resolved | null = null

@@ -41,7 +41,7 @@ export function setXattrs (target: string | number, want: Record<string, Buffer>
 export function setFileMeta (fd: number, op: { mode: number, atime: number, atimeNs: number, mtime: number, mtimeNs: number } & Attrs): void {
   if (canChown) fs.fchownSync(fd, op.uid, op.gid)
   fs.fchmodSync(fd, op.mode)
-  setXattrs(fd, op.x)
+  setXattrs(fd, op.xattrs)
   const a = toSecNs(op.atime, op.atimeNs)
   const m = toSecNs(op.mtime, op.mtimeNs)
   native.futimens(fd, a.sec, a.nsec, m.sec, m.nsec)
@@ -88,7 +88,7 @@ export function setMeta (path: string, st: Pick<RealState, 'type' | 'ino'>, op: 
     return true
   })
   if (!found) throw Object.assign(new Error(`ENOENT: ${path} is gone`), { code: 'ENOENT' })
-  setXattrs(path, op.x)
+  setXattrs(path, op.xattrs)
   setTimes(path, op)
 }
 

@@ -21,7 +21,7 @@ export interface Expect {
   uid?: number
   gid?: number
   /** Extended attributes, the whole set (undefined: not checked). */
-  x?: Record<string, Buffer> | null
+  xattrs?: Record<string, Buffer> | null
   /** A hard link: the same real inode as this path (whose content is checked instead). */
   linkOf?: string
 }
@@ -48,7 +48,7 @@ function compare (lower: Lower, p: string, st: ReturnType<typeof lstatReal>, wan
   if (want.type !== 'l' && want.mode !== undefined && st.mode !== want.mode) return `mode ${st.mode.toString(8)}, expected ${want.mode.toString(8)}`
   if (want.type === 'l' && st.target !== want.target) return `links to ${st.target}, expected ${want.target}`
   if (want.type === 'n' && (st.fmt !== want.fmt || st.rdev !== want.rdev)) return `node type ${st.fmt.toString(8)}:${st.rdev}, expected ${want.fmt!.toString(8)}:${want.rdev}`
-  if (want.x !== undefined && !sameXattrs(realXattrs(lower.realPath(p)), want.x ?? undefined)) return 'extended attributes differ'
+  if (want.xattrs !== undefined && !sameXattrs(realXattrs(lower.realPath(p)), want.xattrs ?? undefined)) return 'extended attributes differ'
   if (want.uid !== undefined && (st.uid !== want.uid || st.gid !== want.gid)) return `owner ${st.uid}:${st.gid}, expected ${want.uid}:${want.gid}`
   if (want.linkOf !== undefined) {
     const other = lstatReal(lower, want.linkOf)

@@ -30,7 +30,7 @@ export class BaseMap {
     this.entries = entries
     for (const [p, e] of entries) {
       this.index(p)
-      if (e.t !== 'd') this.hiders++
+      if (e.kind !== 'd') this.hiders++
     }
   }
 
@@ -42,8 +42,8 @@ export class BaseMap {
     const old = this.entries.get(p)
     if (!old) this.index(p)
     this.entries.set(p, e)
-    const was = old !== undefined && old.t !== 'd'
-    const is = e.t !== 'd'
+    const was = old !== undefined && old.kind !== 'd'
+    const is = e.kind !== 'd'
     if (was === is) return
     this.hiders += is ? 1 : -1
     // Whether p hides what is below it changed: so does the memo at and below p, if p is in it.
@@ -95,7 +95,7 @@ export class BaseMap {
     }
     for (let i = todo.length - 1; i >= 0; i--) {
       const e = this.entries.get(todo[i])
-      above = above || (e !== undefined && e.t !== 'd')
+      above = above || (e !== undefined && e.kind !== 'd')
       this.hidden.set(todo[i], above)
     }
     return above

@@ -178,7 +178,7 @@ export class Lower {
   stat (p: string): LowerStat | LiveEntry | null {
     const cover = this.baseCover(p)
     if (cover === 'hidden') return null
-    if (cover) return cover.t === 'w' || cover.t === 'h' ? null : cover
+    if (cover) return cover.kind === 'w' || cover.kind === 'h' ? null : cover
     return this.realStat(p)
   }
 
@@ -217,7 +217,7 @@ export class Lower {
     if (real === null || !lstatOrNull(real, o)) return null
     const mode = o[0]
     return {
-      t: kindOf(mode),
+      kind: kindOf(mode),
       mode,
       uid: o[1],
       gid: o[2],
@@ -239,7 +239,7 @@ export class Lower {
   xattrs (p: string): Record<string, Buffer> | undefined {
     const cover = this.baseCover(p)
     if (cover === 'hidden') return undefined
-    if (cover) return cover.t === 'w' || cover.t === 'h' ? undefined : cover.x
+    if (cover) return cover.kind === 'w' || cover.kind === 'h' ? undefined : cover.xattrs
     const cache = this.xattrCache
     if (cache === null) return this.realXattrsOf(p)
     if (cache.has(p)) return cache.get(p)
@@ -256,10 +256,10 @@ export class Lower {
    */
   subdirs (p: string, st: LowerStat | null = null): number {
     const cover = this.baseCover(p)
-    if (cover === 'hidden' || (cover && cover.t !== 'd')) return 0
+    if (cover === 'hidden' || (cover && cover.kind !== 'd')) return 0
     let n = 0
     const real = st ?? this.realStat(p)
-    if (real && real.t === 'd') {
+    if (real && real.kind === 'd') {
       if (real.nlink >= 2) n = real.nlink - 2
       else {
         const path = this.reachable(p)
@@ -272,7 +272,7 @@ export class Lower {
     if (fromBase) {
       for (const name of fromBase) {
         const q = join(p, name)
-        n += (this.base.get(q)?.t === 'd' ? 1 : 0) - (this.realStat(q)?.t === 'd' ? 1 : 0)
+        n += (this.base.get(q)?.kind === 'd' ? 1 : 0) - (this.realStat(q)?.kind === 'd' ? 1 : 0)
       }
     }
     return Math.max(0, n)
@@ -281,9 +281,9 @@ export class Lower {
   /** Names in lower directory p (union of base and real, minus base whiteouts). */
   readdir (p: string): string[] {
     const cover = this.baseCover(p)
-    if (cover === 'hidden' || (cover && cover.t !== 'd')) return []
+    if (cover === 'hidden' || (cover && cover.kind !== 'd')) return []
     const names = new Set<string>()
-    const realIsDir = !cover || cover.t === 'd'
+    const realIsDir = !cover || cover.kind === 'd'
     if (realIsDir) {
       let real: fs.Dirent[] = []
       try {
@@ -298,7 +298,7 @@ export class Lower {
       for (const n of fromBase) {
         const e = this.base.get(join(p, n))
         if (!e) continue
-        if (e.t === 'w') names.delete(n)
+        if (e.kind === 'w') names.delete(n)
         else names.add(n)
       }
     }
@@ -320,7 +320,7 @@ export class Lower {
 
   readlink (p: string): string {
     const cover = this.baseCover(p)
-    if (cover && cover !== 'hidden' && cover.t === 'l') return cover.target
+    if (cover && cover !== 'hidden' && cover.kind === 'l') return cover.target
     const target = fs.readlinkSync(this.realPath(p), { encoding: 'buffer' })
     // A target that is not UTF-8 could not be kept as it is (realDirents): never copied, never shown changed.
     if (!isUtf8(target)) throw fsError('EILSEQ', p, 'a symlink target that is not UTF-8 is not supported')
@@ -330,7 +330,7 @@ export class Lower {
   /** Read lower file bytes of p into buf; returns bytes read. */
   read (p: string, buf: Buffer, offset: number, length: number, position: number): number {
     const cover = this.baseCover(p)
-    if (cover && cover !== 'hidden' && cover.t === 'f') return readEntry(cover, this.chunks, buf, offset, length, position, null)
+    if (cover && cover !== 'hidden' && cover.kind === 'f') return readEntry(cover, this.chunks, buf, offset, length, position, null)
     const fd = this.files.of(p, () => {
       try {
         return openFile(this.realPath(p), fs.constants.O_RDONLY)

@@ -121,19 +121,19 @@ export function * realContentSteps (lower: Lower, p: string, store: ChunkStore |
 
 /** The real state of p as an entry (a whiteout when there is nothing); content is stored. */
 export function realEntry (lower: Lower, chunks: ChunkStore, p: string, content?: RealContent, st = lstatReal(lower, p)): LiveEntry | Whiteout {
-  if (st.blockedBy || st.type === null) return { t: 'w' }
+  if (st.blockedBy || st.type === null) return { kind: 'w' }
   const meta: Meta = { mode: st.mode, uid: st.uid, gid: st.gid, atime: st.atime, mtime: st.mtime, ctime: st.ctime, ino: st.ino }
   if (st.atimeNs) meta.atimeNs = st.atimeNs
   if (st.mtimeNs) meta.mtimeNs = st.mtimeNs
   if (st.ctimeNs) meta.ctimeNs = st.ctimeNs
   const x = realXattrs(lower.realPath(p))
-  if (x) meta.x = x
+  if (x) meta.xattrs = x
   // A file with other names: as a base entry it still shares the real inode (View.resolve).
   if (st.type !== 'd' && st.nlink > 1) meta.links = st.nlink
-  if (st.type === 'd') return { t: 'd', ...meta }
-  if (st.type === 'l') return { t: 'l', ...meta, target: st.target! }
-  if (st.type === 'n') return { t: 'n', ...meta, fmt: st.fmt, rdev: st.rdev }
+  if (st.type === 'd') return { kind: 'd', ...meta }
+  if (st.type === 'l') return { kind: 'l', ...meta, target: st.target! }
+  if (st.type === 'n') return { kind: 'n', ...meta, fmt: st.fmt, rdev: st.rdev }
   const real = content ?? realContent(lower, p, chunks)
-  return { t: 'f', ...meta, size: real.size, chunks: new Map(real.data.map(([idx, hex]) => [idx, Buffer.from(hex, 'hex')])) }
+  return { kind: 'f', ...meta, size: real.size, chunks: new Map(real.data.map(([idx, hex]) => [idx, Buffer.from(hex, 'hex')])) }
 }
 

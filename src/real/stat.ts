@@ -25,7 +25,7 @@ export interface Attr {
 
 /** A real path's lstat as the mount shows it (Lower's cache): the attributes, and the kind. */
 export interface LowerStat extends Attr {
-  t: Kind
+  kind: Kind
 }
 
 /** A plan's look at a real path now (real/read.ts lstatReal): absent, blocked, or its attributes. */

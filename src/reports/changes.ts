@@ -121,7 +121,7 @@ function dirMoves (ops: PlanOp[], from: View, to: View): DirMove[] {
   for (const op of ops) {
     if (op.op !== 'mkdir') continue
     const e = to.entries.get(op.path)
-    if (e && e.t === 'd' && e.redirect !== undefined && removedDirs.has(e.redirect)) {
+    if (e && e.kind === 'd' && e.redirect !== undefined && removedDirs.has(e.redirect)) {
       moves.push({ from: removedDirs.get(e.redirect)!, to: op.path, lower: e.redirect })
     }
   }

@@ -50,7 +50,7 @@ export class RealCapture {
     if (isInoKey(p)) {
       // An inode record: the real path it came from is what the history depends on.
       const rec = this.overlay.head.get(p)
-      const o = rec && rec.t !== 'w' && rec.t !== 'h' ? rec.o : undefined
+      const o = rec && rec.kind !== 'w' && rec.kind !== 'h' ? rec.realPath : undefined
       if (o !== undefined && !this.fingerprints.has(o)) this.noteReal(o)
     } else if (!this.fingerprints.has(p)) {
       this.noteReal(p)
@@ -151,7 +151,7 @@ export class RealCapture {
     if (p.includes('\0')) return // exchange's temporary name: never a real path
     // Below a directory that did not exist, nothing does: no system call needed.
     const parent = this.fingerprints.get(parentOf(p))
-    if (parent && parent.t === null) return this.setFingerprint(p, { ...parent, at: Date.now() })
+    if (parent && parent.type === null) return this.setFingerprint(p, { ...parent, at: Date.now() })
     // What the mount showed of p, if it showed anything: a process outside the mount that
     // changed the real file since (a shell whose cwd was inside before the mount) made a
     // change cpfs never saw, and the plan that would overwrite it must find it.
@@ -205,5 +205,5 @@ export class RealCapture {
 /** A lower stat in the shape fingerprints take (a cached null: nothing was there). */
 function servedAsReal (st: LowerStat | null): RealStat {
   if (st === null) return { type: null, ino: 0, size: 0, mode: 0, mtime: 0, mtimeNs: 0, ctime: 0, ctimeNs: 0 }
-  return { type: st.t, ino: st.ino, size: st.size, mode: st.mode & 0o7777, mtime: st.mtime, mtimeNs: st.mtimeNs, ctime: st.ctime, ctimeNs: st.ctimeNs }
+  return { type: st.kind, ino: st.ino, size: st.size, mode: st.mode & 0o7777, mtime: st.mtime, mtimeNs: st.mtimeNs, ctime: st.ctime, ctimeNs: st.ctimeNs }
 }

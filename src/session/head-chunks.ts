@@ -56,7 +56,7 @@ export class HeadChunks {
     const dropped: string[] = []
     for (const p of paths) {
       const e = head.get(p)
-      const after = e?.t === 'f' ? [...new Set([...e.chunks.values()].filter((h): h is Buffer => h !== null).map(h => h.toString('hex')).filter(h => headOnly.has(h)))] : []
+      const after = e?.kind === 'f' ? [...new Set([...e.chunks.values()].filter((h): h is Buffer => h !== null).map(h => h.toString('hex')).filter(h => headOnly.has(h)))] : []
       const before = this.headRefs.get(p) ?? []
       for (const h of after) this.refCount.set(h, (this.refCount.get(h) ?? 0) + 1)
       for (const h of before) dropped.push(h)

@@ -47,23 +47,23 @@ export function turnLog (history: History, lower: Lower, changed?: Array<Set<str
     const records: Array<[number, Entry, number]> = []
     for (const [p, e] of entries) {
       let b = 0
-      if (e.t === 'f') for (const [idx, c] of e.chunks) if (c) b += chunkLen(e.size, idx)
+      if (e.kind === 'f') for (const [idx, c] of e.chunks) if (c) b += chunkLen(e.size, idx)
       if (isInoKey(p)) {
         records.push([inoOfKey(p), e, b])
         continue
       }
       if (!keep || keep.has(p)) bytes += b
-      if (e.t === 'd' && e.n !== 1 && !e.redirect) continue
+      if (e.kind === 'd' && e.newInTurn !== 1 && !e.redirect) continue
       files++
       listed.add(p)
-      changes.push({ path: p, change: e.t === 'w' ? 'deleted' : e.n === 1 ? 'added' : 'modified' })
+      changes.push({ path: p, change: e.kind === 'w' ? 'deleted' : e.newInTurn === 1 ? 'added' : 'modified' })
     }
     // An inode record changed (a write through a hard link): its names changed.
     if (records.length) {
       const view = View.build(lower, history.meta.stack.slice(0, i + 1).map(id => history.layers.get(id) ?? new Map()))
       for (const [ino, e, b] of records) {
         const names = view.namesOf(ino)
-        const o = e.t !== 'w' && e.t !== 'h' ? e.o : undefined
+        const o = e.kind !== 'w' && e.kind !== 'h' ? e.realPath : undefined
         if (o !== undefined && view.resolve(o)?.key === '#' + ino) names.push(o)
         if (!keep || names.some(p => keep.has(p))) bytes += b
         for (const p of names) {

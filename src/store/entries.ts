@@ -15,7 +15,7 @@
 //    4 KiB write into a 1 GiB lower file stores one chunk), and as zeros (a hole) elsewhere.
 //    Memory and store grow with the bytes written, never with the file's size: a truncate
 //    to 10 TiB costs nothing. Files are limited to MAX_FILE_SIZE (ext4's 16 TiB).
-//  - `n` marks an entry of the head layer whose path did not exist when the turn began:
+//  - `newInTurn` marks an entry of the head layer whose path did not exist when the turn began:
 //    removing it needs no whiteout.
 //  - Hard links: a file (or symlink, FIFO, socket, device) with more than one name lives in an
 //    inode record, a layer record keyed `#<ino>` (inoKey) rather than by a path. It holds the
@@ -46,17 +46,17 @@ export interface Meta {
   mtimeNs?: number
   ctimeNs?: number
   ino: number
-  n?: 1
+  newInTurn?: 1
   /** Extended attributes (name → value), copied from the lower at copy-up; absent = none. */
-  x?: Record<string, Buffer>
+  xattrs?: Record<string, Buffer>
   /** Inode records only: how many names (links) the inode has, its st_nlink. */
   links?: number
-  /** Inode records made from a real file: the lower path it was first reached by. */
-  o?: string
+  /** Inode records made from a real file: the real path it was first reached by. */
+  realPath?: string
 }
 
 export interface FileEntry extends Meta {
-  t: 'f'
+  kind: 'f'
   size: number
   /** Chunk index → stored chunk (see above). */
   chunks: Map<number, ChunkRef>
@@ -66,34 +66,34 @@ export interface FileEntry extends Meta {
 }
 
 export interface DirEntry extends Meta {
-  t: 'd'
+  kind: 'd'
   opaque?: 1
   redirect?: string
   fresh?: 1
 }
 
 export interface SymlinkEntry extends Meta {
-  t: 'l'
+  kind: 'l'
   target: string
 }
 
 /** A FIFO, socket or device node: `fmt` is its S_IFMT type, `rdev` its device number. */
 export interface NodeEntry extends Meta {
-  t: 'n'
+  kind: 'n'
   fmt: number
   rdev: number
 }
 
 export interface Whiteout {
-  t: 'w'
-  n?: 1
+  kind: 'w'
+  newInTurn?: 1
 }
 
 /** A hard link: one name of an inode record, whose state is the record's, at inoKey(ino). */
 export interface HardLinkEntry {
-  t: 'h'
+  kind: 'h'
   ino: number
-  n?: 1
+  newInTurn?: 1
 }
 
 export type Entry = FileEntry | DirEntry | SymlinkEntry | NodeEntry | Whiteout | HardLinkEntry
@@ -125,12 +125,12 @@ export const S_IFSOCK = 0o140000
 export type Kind = 'f' | 'd' | 'l' | 'n'
 
 export function typeBits (e: LiveEntry): number {
-  return e.t === 'f' ? S_IFREG : e.t === 'd' ? S_IFDIR : e.t === 'l' ? S_IFLNK : e.fmt
+  return e.kind === 'f' ? S_IFREG : e.kind === 'd' ? S_IFDIR : e.kind === 'l' ? S_IFLNK : e.fmt
 }
 
 export function cloneEntry<T extends Entry> (e: T): T {
-  const c: any = e.t === 'f' ? { ...e, chunks: new Map(e.chunks) } : { ...e }
-  if (c.x) c.x = { ...c.x }
+  const c: any = e.kind === 'f' ? { ...e, chunks: new Map(e.chunks) } : { ...e }
+  if (c.xattrs) c.xattrs = { ...c.xattrs }
   return c
 }
 

@@ -22,15 +22,15 @@ export interface RealStat {
 
 export interface Fingerprint {
   /** null: the path did not exist. */
-  t: Kind | null
+  type: Kind | null
   ino: number
   size: number
   mode: number
   /** mtime and ctime, milliseconds and the nanoseconds within them. */
-  m: number
-  mn: number
-  c: number
-  cn: number
+  mtime: number
+  mtimeNs: number
+  ctime: number
+  ctimeNs: number
   /** When cpfs recorded it (ms): files below a removed directory changed after this are drift. */
   at: number
 }
@@ -41,24 +41,30 @@ export function fingerprintKey (path: string): string {
   return FINGERPRINT_PREFIX + path
 }
 
+/** A fingerprint as stored; store versions 1 to 3 named its fields t, m, mn, c and cn. */
+export function storedFingerprint (raw: any): Fingerprint {
+  if (raw.type !== undefined) return raw as Fingerprint
+  return { type: raw.t, ino: raw.ino, size: raw.size, mode: raw.mode, mtime: raw.m, mtimeNs: raw.mn, ctime: raw.c, ctimeNs: raw.cn, at: raw.at }
+}
+
 export function fingerprintOf (st: RealStat, at = Date.now()): Fingerprint {
-  if (st.type === null || st.blockedBy) return { t: null, ino: 0, size: 0, mode: 0, m: 0, mn: 0, c: 0, cn: 0, at }
-  return { t: st.type, ino: st.ino, size: st.size, mode: st.mode, m: st.mtime, mn: st.mtimeNs, c: st.ctime, cn: st.ctimeNs, at }
+  if (st.type === null || st.blockedBy) return { type: null, ino: 0, size: 0, mode: 0, mtime: 0, mtimeNs: 0, ctime: 0, ctimeNs: 0, at }
+  return { type: st.type, ino: st.ino, size: st.size, mode: st.mode, mtime: st.mtime, mtimeNs: st.mtimeNs, ctime: st.ctime, ctimeNs: st.ctimeNs, at }
 }
 
 /** How the real state differs from what cpfs last knew, in words; null when it does not. */
 export function fingerprintDrift (f: Fingerprint, st: RealStat): string | null {
   const t = st.blockedBy ? null : st.type
-  if (f.t !== t) return t === null ? 'was removed' : f.t === null ? `was created (${kindName(t)})` : `was replaced by a ${kindName(t)}`
+  if (f.type !== t) return t === null ? 'was removed' : f.type === null ? `was created (${kindName(t)})` : `was replaced by a ${kindName(t)}`
   if (t === null) return null
   if (st.ino !== f.ino) return 'was replaced'
   // A directory's times move whenever entries are added or removed in it; that is checked on
   // the entries themselves. Its own mode is what belongs to it.
   if (t === 'd') return st.mode !== f.mode ? `mode changed to ${st.mode.toString(8)}` : null
   if (st.size !== f.size) return 'content changed'
-  if (st.mtime !== f.m || st.mtimeNs !== f.mn) return 'content changed'
+  if (st.mtime !== f.mtime || st.mtimeNs !== f.mtimeNs) return 'content changed'
   if (st.mode !== f.mode) return `mode changed to ${st.mode.toString(8)}`
-  if (st.ctime !== f.c || st.ctimeNs !== f.cn) return 'metadata changed'
+  if (st.ctime !== f.ctime || st.ctimeNs !== f.ctimeNs) return 'metadata changed'
   return null
 }
 

@@ -145,7 +145,7 @@ async function fromOpening (store: Store, problems: StoreProblem[], res: FsckRes
 type Refs = Map<string, Array<{ key: string, idx: number }>>
 
 function addRefs (e: Entry, key: string, refs: Refs): void {
-  if (e.t !== 'f') return
+  if (e.kind !== 'f') return
   for (const [idx, c] of e.chunks) {
     if (!c) continue
     const hex = c.toString('hex')
@@ -204,7 +204,7 @@ async function scan (store: Store, res: FsckResult, workspace: string): Promise<
       try {
         if (kind === 'e' || kind === 'b') {
           const e = decodeEntry(value)
-          if (typeof e !== 'object' || e === null || typeof e.t !== 'string') throw new Error('not an entry')
+          if (typeof e !== 'object' || e === null || typeof e.kind !== 'string') throw new Error('not an entry')
           addRefs(e, key, refs)
         } else decode(value)
       } catch {

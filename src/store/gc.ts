@@ -15,7 +15,7 @@ export interface GcResult {
 }
 
 function addRefs (e: Entry, live: Set<string>): void {
-  if (e.t !== 'f') return
+  if (e.kind !== 'f') return
   for (const c of e.chunks.values()) if (c) live.add(c.toString('hex'))
 }
 

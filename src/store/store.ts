@@ -12,7 +12,7 @@ import { makePrivate } from './locate.js'
 import { decode, decodeEntry, encode, encodeEntry } from './codec.js'
 import type { Entry } from './entries.js'
 import { META_KEY, baseKey, entryPrefix, prefixEnd, turnKey, type BatchOp } from './keys.js'
-import { FINGERPRINT_PREFIX, fingerprintKey, type Fingerprint } from './fingerprints.js'
+import { FINGERPRINT_PREFIX, fingerprintKey, storedFingerprint, type Fingerprint } from './fingerprints.js'
 import { WAL_SEQ_KEY, Wal, walCorrupt, walSeqOp } from './wal.js'
 
 export type { BatchOp } from './keys.js'
@@ -21,10 +21,12 @@ export interface StoreMeta {
   /**
    * 2: sparse chunk maps, nanosecond times, xattrs, fingerprints (cpfs 0.2).
    * 3: hard links — inode records (`#<ino>` keys) and name entries ('h'), see entries.ts.
-   * Stores of versions 1 and 2 are read (entries are converted as they load) and become version
-   * 3 at their next write, so that an older cpfs refuses them instead of misreading them.
+   * 4: readable field names in records (kind, newInTurn, xattrs, realPath, chunkRefs; the
+   *    fingerprints' type, mtime, mtimeNs, ctime, ctimeNs): docs/decisions.md.
+   * Stores of versions 1 to 3 are read (records are converted as they load) and become version
+   * 4 with their next write, so that an older cpfs refuses them instead of misreading them.
    */
-  version: 1 | 2 | 3
+  version: 1 | 2 | 3 | 4
   workspace: string
   /** Layer ids of turns 1..head; the last one is the head layer. */
   stack: number[]
@@ -83,6 +85,9 @@ export class Store {
   meta!: StoreMeta
   /** Batches answered before LevelDB has them (wal.ts). */
   wal!: Wal
+
+  /** An older store's metadata as read, as version 4: goes with the first batch (before new records). */
+  private upgradeOp: BatchOp | null = null
 
   /** The workspace the caller named (for hints before the metadata is read). */
   private workspace = ''
@@ -153,18 +158,19 @@ export class Store {
     const store = this
     const raw = store.db.getSync(META_KEY)
     if (raw) {
-      // (version checked below; an older store is upgraded in memory and saved as 3 with its next batch)
+      // (version checked below; an older store is upgraded in memory and saved as 4 with its next batch)
       try {
         store.meta = decode<StoreMeta>(raw)
       } catch (err) {
         await store.close()
         throw new CpfsError('STORE_CORRUPT', `store ${path} has unreadable metadata`, 'move it aside and mount again; the real directory is unchanged', { cause: err })
       }
-      if (![1, 2, 3].includes(store.meta.version) || !Array.isArray(store.meta.stack)) {
+      if (![1, 2, 3, 4].includes(store.meta.version) || !Array.isArray(store.meta.stack)) {
         await store.close()
         throw new CpfsError('STORE_CORRUPT', `store ${path} has metadata this version does not understand`, 'upgrade cpfs, or move the store aside')
       }
-      store.meta.version = 3
+      if (store.meta.version !== 4) store.upgradeOp = { type: 'put', key: META_KEY, value: encode({ ...store.meta, version: 4 }) }
+      store.meta.version = 4
       try {
         store.problems.push(...store.walProblems, ...checkOnOpen(store))
       } catch (err) {
@@ -181,7 +187,7 @@ export class Store {
         throw new CpfsError('NO_HISTORY', `no cpfs history for ${opts.workspace}`, `run cpfs mount ${opts.workspace} first`)
       }
       const now = Date.now()
-      store.meta = { version: 3, workspace: opts.workspace, stack: [1], redo: [], applied: [], nextLayer: 2, nextIno: FIRST_INO, createdAt: now }
+      store.meta = { version: 4, workspace: opts.workspace, stack: [1], redo: [], applied: [], nextLayer: 2, nextIno: FIRST_INO, createdAt: now }
       const turn: TurnRecord = { layer: 1, openedAt: now }
       await store.db.batch([
         { type: 'put', key: META_KEY, value: encode(store.meta) },
@@ -253,9 +259,13 @@ export class Store {
   }
 
   private async write (ops: BatchOp[], sync: boolean): Promise<void> {
+    const upgrade = this.upgradeOp
+    this.upgradeOp = null
+    if (upgrade && !ops.some(op => op.key === META_KEY)) ops = [upgrade, ...ops]
     try {
       await this.db.batch(ops as any, { sync })
     } catch (err) {
+      this.upgradeOp ??= upgrade // LevelDB takes no later write until reopened: the retry carries it
       throw levelError(this.path, err) ?? err
     }
   }
@@ -324,7 +334,7 @@ export class Store {
     const out = new Map<string, Fingerprint>()
     const prefix = FINGERPRINT_PREFIX
     for await (const [key, value] of this.entries({ gte: prefix, lt: prefixEnd(prefix) })) {
-      out.set(key.slice(prefix.length), decodeStored(this, key, () => decode<Fingerprint>(value)))
+      out.set(key.slice(prefix.length), decodeStored(this, key, () => storedFingerprint(decode(value))))
     }
     return out
   }

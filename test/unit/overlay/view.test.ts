@@ -8,9 +8,9 @@ import { realLower } from '../helpers.js'
 
 // The entries these tests write, in one place (the store's field names may change).
 const meta = { mode: 0o644, uid: 0, gid: 0, atime: 0, mtime: 0, ctime: 0, ino: 9 }
-const file = (): Entry => ({ t: 'f', ...meta, size: 0, chunks: new Map() })
-const dir = (extra: object = {}): Entry => ({ t: 'd', ...meta, mode: 0o755, ...extra })
-const whiteout = (): Entry => ({ t: 'w' })
+const file = (): Entry => ({ kind: 'f', ...meta, size: 0, chunks: new Map() })
+const dir = (extra: object = {}): Entry => ({ kind: 'd', ...meta, mode: 0o755, ...extra })
+const whiteout = (): Entry => ({ kind: 'w' })
 const layer = (o: Record<string, Entry>) => new Map(Object.entries(o))
 
 t.test('layers merge: whiteouts, opaque and redirected directories', async t => {

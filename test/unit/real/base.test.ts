@@ -8,10 +8,10 @@ import { randomPath, rng } from '../helpers.js'
 
 // The entries these tests write, in one place (the store's field names may change).
 const meta = { uid: 0, gid: 0, atime: 0, mtime: 0, ctime: 0 }
-const whiteout = (): Entry => ({ t: 'w' })
-const dirEntry = (): Entry => ({ t: 'd', mode: 0o755, ...meta, ino: 1 })
-const symlink = (): Entry => ({ t: 'l', mode: 0o777, ...meta, ino: 2, target: 'x' })
-const isDir = (e: Entry): boolean => e.t === 'd'
+const whiteout = (): Entry => ({ kind: 'w' })
+const dirEntry = (): Entry => ({ kind: 'd', mode: 0o755, ...meta, ino: 1 })
+const symlink = (): Entry => ({ kind: 'l', mode: 0o777, ...meta, ino: 2, target: 'x' })
+const isDir = (e: Entry): boolean => e.kind === 'd'
 
 t.test('BaseMap.cover is the walk over every ancestor', async t => {
   const naive = (base: Map<string, Entry>, p: string): Entry | 'hidden' | undefined => {

@@ -35,7 +35,7 @@ const stored = (s: Session, p: string): Entry | undefined => {
   return raw ? decodeEntry(raw) : undefined
 }
 // Entries are looked at through these (the store's field names may change).
-const kindOf = (e: Entry | undefined): string | undefined => (e as { t?: string } | undefined)?.t
+const kindOf = (e: Entry | undefined): string | undefined => (e as { kind?: string } | undefined)?.kind
 const chunksOf = (e: Entry | undefined): Map<number, Buffer | null> => (e as { chunks: Map<number, Buffer | null> }).chunks
 
 t.test('a flush puts the head\'s entries and chunks in the store', async t => {

@@ -10,14 +10,14 @@ const hash = (s: string): Buffer => createHash('sha256').update(s).digest()
 
 // The entries these tests write, in one place (the store's field names may change).
 const meta = { mode: 0o644, uid: 1000, gid: 1000, atime: 1, mtime: 2, ctime: 3, mtimeNs: 999_999, ino: 2 ** 52 + 7 }
-const file = (chunks: Array<[number, Buffer | null]>, extra: object = {}): Entry => ({ t: 'f', ...meta, size: 10 * CHUNK_SIZE, chunks: new Map(chunks), ...extra })
+const file = (chunks: Array<[number, Buffer | null]>, extra: object = {}): Entry => ({ kind: 'f', ...meta, size: 10 * CHUNK_SIZE, chunks: new Map(chunks), ...extra })
 const others = (): Entry[] => [
-  { t: 'd', ...meta, mode: 0o755, opaque: 1, redirect: '/moved from', fresh: 1 },
-  { t: 'l', ...meta, target: '../a b/é' },
-  { t: 'n', ...meta, fmt: 0o020000, rdev: 0x0103 },
-  { t: 'w', n: 1 },
-  { t: 'h', ino: 2 ** 52 + 1 },
-  { t: 'd', ...meta, x: { 'user.tag': Buffer.from([0, 1, 255]) } }
+  { kind: 'd', ...meta, mode: 0o755, opaque: 1, redirect: '/moved from', fresh: 1 },
+  { kind: 'l', ...meta, target: '../a b/é' },
+  { kind: 'n', ...meta, fmt: 0o020000, rdev: 0x0103 },
+  { kind: 'w', newInTurn: 1 },
+  { kind: 'h', ino: 2 ** 52 + 1 },
+  { kind: 'd', ...meta, xattrs: { 'user.tag': Buffer.from([0, 1, 255]) } }
 ]
 /** A file entry as cpfs 0.1 wrote it: one slot per chunk, a hash, null or 1 (src's bytes). */
 const v01 = (chunks: Array<Buffer | null | 1>, extra: object): Buffer => encode({ t: 'f', ...meta, size: chunks.length * CHUNK_SIZE, chunks, ...extra })
@@ -43,7 +43,7 @@ t.test('a file\'s sparse chunk map round-trips: hashes, nulls (zeros over the lo
   t.ok(Buffer.isBuffer(chunksOf(back).get(0)), 'hashes are Buffers')
   t.equal(chunksOf(back).get(3), null)
   t.same(decodeEntry(encodeEntry(file([]))), file([]), 'an empty file')
-  t.equal(field(back, 'd'), undefined, 'the wire field does not leak into the entry')
+  t.equal(field(back, 'chunkRefs'), undefined, 'the wire field does not leak into the entry')
 })
 
 t.test('entries other than files round-trip as they are', async t => {

@@ -6,7 +6,7 @@ import { CHUNK_SIZE, chunkCount, chunkLen, cloneEntry, fromNs, fromSecNs, sameTi
 // The entries these tests write, in one place (the store's field names may change).
 const meta = (): Meta => ({ mode: 0o644, uid: 0, gid: 0, atime: 0, mtime: 0, ctime: 0, ino: 5 })
 const file = (size: number, chunks: Array<[number, Buffer | null]>, src?: { path: string, size: number }): FileEntry =>
-  ({ t: 'f', ...meta(), size, chunks: new Map(chunks), ...(src ? { src: src.path, srcSize: src.size } : {}) }) as FileEntry
+  ({ kind: 'f', ...meta(), size, chunks: new Map(chunks), ...(src ? { src: src.path, srcSize: src.size } : {}) }) as FileEntry
 const H = Buffer.alloc(32, 1)
 
 t.test('times: seconds and nanoseconds to milliseconds and back', async t => {
@@ -51,12 +51,12 @@ t.test('stored bytes: written chunks plus the lower bytes that still show throug
 
 t.test('a clone does not share its chunk map or attributes', async t => {
   const e = file(1, [[0, H]])
-  e.x = { 'user.a': Buffer.from('1') }
+  e.xattrs = { 'user.a': Buffer.from('1') }
   const c = cloneEntry(e)
   c.chunks.set(1, null)
-  c.x!['user.b'] = Buffer.from('2')
+  c.xattrs!['user.b'] = Buffer.from('2')
   t.equal(e.chunks.size, 1)
-  t.same(Object.keys(e.x), ['user.a'])
-  const w: Entry = { t: 'w' }
+  t.same(Object.keys(e.xattrs), ['user.a'])
+  const w: Entry = { kind: 'w' }
   t.not(cloneEntry(w), w, 'a copy')
 })

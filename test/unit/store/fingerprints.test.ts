@@ -27,7 +27,7 @@ t.test('each change to a file is named', async t => {
 t.test('a path that did not exist, and one that now cannot be reached', async t => {
   t.equal(fingerprintDrift(fingerprintOf(missing), file), 'was created (file)')
   t.equal(fingerprintDrift(fingerprintOf(missing), { ...file, type: 'n' }), 'was created (special file)')
-  t.equal(fingerprintOf({ ...file, blockedBy: '/a' }).t, null, 'a path behind a symlink is recorded as absent')
+  t.equal(fingerprintOf({ ...file, blockedBy: '/a' }).type, null, 'a path behind a symlink is recorded as absent')
   t.equal(fingerprintDrift(fingerprintOf(file), { ...file, blockedBy: '/a' }), 'was removed', 'and counts as removed')
 })
 

@@ -38,7 +38,7 @@ t.test('fsck: damaged and missing chunks name their files and turns; unreference
   c.put(Buffer.from('nobody uses me'))
   const ops: any[] = []
   c.drain(ops)
-  const file = (chunk: Buffer) => encodeEntry({ t: 'f', mode: 0o644, size: 10, mtime: 0, chunks: new Map([[0, chunk]]) } as any)
+  const file = (chunk: Buffer) => encodeEntry({ kind: 'f', mode: 0o644, size: 10, mtime: 0, chunks: new Map([[0, chunk]]) } as any)
   ops.push({ type: 'put', key: entryKey(1, '/good.txt'), value: file(good) })
   ops.push({ type: 'put', key: entryKey(1, '/bad.txt'), value: file(bad) })
   ops.push({ type: 'put', key: entryKey(1, '/gone.txt'), value: file(missing) })
@@ -61,7 +61,7 @@ t.test('fsck: damaged and missing chunks name their files and turns; unreference
 t.test('fsck: LevelDB that cannot open is rebuilt by its repair', async t => {
   const d = join(dir, 'e')
   let s = await Store.open(d, { workspace: '/w', create: true })
-  await s.batch([{ type: 'put', key: entryKey(1, '/a'), value: encodeEntry({ t: 'd', mode: 0o755 } as any) }], true)
+  await s.batch([{ type: 'put', key: entryKey(1, '/a'), value: encodeEntry({ kind: 'd', mode: 0o755 } as any) }], true)
   await s.close()
   for (const name of fs.readdirSync(join(d, 'db'))) {
     if (name.startsWith('MANIFEST')) fs.writeFileSync(join(d, 'db', name), Buffer.alloc(4096, 0xab))
@@ -75,7 +75,7 @@ t.test('fsck: LevelDB that cannot open is rebuilt by its repair', async t => {
 })
 
 /** A link entry whose target is random (LevelDB stores its block as it is, uncompressed). */
-const link = (target: string): Buffer => encodeEntry({ t: 'l', target, mode: 0o777 } as any)
+const link = (target: string): Buffer => encodeEntry({ kind: 'l', target, mode: 0o777 } as any)
 const randomTarget = (tag: string): string => `${tag}-${randomBytes(150).toString('base64')}`
 
 /** The table file of `db` that holds `text`, its bytes, and where `text` starts. */

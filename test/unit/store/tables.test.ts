@@ -20,7 +20,7 @@ async function store (name: string): Promise<{ db: string, records: Map<string, 
   const level = new ClassicLevel<string, Buffer>(db, { valueEncoding: 'buffer' })
   await level.open()
   const records = new Map<string, Buffer>()
-  for (let i = 0; i < 2000; i++) records.set(`e0000000001/dir/file-${String(i).padStart(5, '0')}`, Buffer.from(JSON.stringify({ t: 'f', mode: 420, size: i })))
+  for (let i = 0; i < 2000; i++) records.set(`e0000000001/dir/file-${String(i).padStart(5, '0')}`, Buffer.from(JSON.stringify({ kind: 'f', mode: 420, size: i })))
   for (let i = 0; i < 20; i++) records.set('c' + createHash('sha256').update(String(i)).digest('hex'), randomBytes(9000))
   records.set('m', Buffer.from('meta'))
   for (const [k, v] of records) await level.put(k, v)
