@@ -5,6 +5,8 @@ import type { Session } from '../session/session.js'
 import type { FileEntry } from '../store/entries.js'
 import type { Content, PlanOp } from './planner.js'
 import { lstatReal } from '../real/read.js'
+import { realXattrs } from '../real/lower.js'
+import { sameXattrs } from './planner.js'
 import { realContent, sameContent, viewContent, type Sparse } from './content.js'
 import type { Expect } from './verifier.js'
 import { phase } from '../progress.js'
@@ -67,7 +69,16 @@ export function materialise (session: Session, target: View, planned: PlanOp[]):
       if (op.ifDiffers) {
         const real = lstatReal(lower, op.path)
         const ownerOk = process.getuid?.() !== 0 || (real.uid === op.uid && real.gid === op.gid)
-        if (real.type === 'f' && real.mode === op.mode && real.size === op.size && ownerOk && sameContent(realContent(lower, op.path, null).data, op.data)) continue
+        if (real.type === 'f' && real.mode === op.mode && real.size === op.size && ownerOk && sameContent(realContent(lower, op.path, null).data, op.data)) {
+          // The bytes are there already: no rewrite. But what else the view changed (an xattr
+          // set in the mount, a touch) still has to reach the real file, as metadata alone.
+          const sameTimes = real.mtime === op.mtime && real.mtimeNs === op.mtimeNs
+          if (!sameTimes || !sameXattrs(realXattrs(lower.realPath(op.path)), op.xattrs)) {
+            const { path, mode, atime, mtime, atimeNs, mtimeNs, uid, gid, xattrs } = op
+            ops.push({ op: 'chmod', path, mode, atime, mtime, atimeNs, mtimeNs, uid, gid, ...(xattrs ? { xattrs } : {}) })
+          }
+          continue
+        }
       }
       delete op.ifDiffers
     }
