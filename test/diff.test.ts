@@ -41,6 +41,16 @@ if (fuseAvailable(t)) {
     t.match(w.ok('diff', '1', w.ws, '--stat'), /R big\/ -> moved\//, 'diff works when not mounted')
   })
 
+  t.test('an xattr-only change is a change: log counts it, diff names it', async t => {
+    const w = workspace(t, 'echo tagged > tagged.txt && mkdir d')
+    w.ok('mount', w.ws)
+    w.run('setfattr -n user.color -v blue tagged.txt && setfattr -n user.k -v 1 d')
+    t.match(w.ok('diff', w.ws, '--stat'), /x d\/\n x tagged.txt\n 2 paths changed, \+0 -0$/, '--stat marks both with x')
+    t.match(w.ok('diff', w.ws), /extended attributes changed: tagged.txt/, 'the patch says what it cannot carry')
+    const log = JSON.parse(w.ok('log', w.ws, '--json'))
+    t.same(log.at(-1).changes.map((c: { path: string, change: string }) => [c.path, c.change]), [['/d', 'xattrs'], ['/tagged.txt', 'xattrs']], 'log --json lists them')
+  })
+
   t.test('rewind --dry-run --json matches what the rewind then does, mounted and not', async t => {
     for (const mounted of [true, false]) {
       const w = workspace(t, TREE)

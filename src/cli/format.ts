@@ -122,7 +122,7 @@ export function formatSummary (s: PlanSummary): string {
   return s.recovered ? base + ' (finished an interrupted plan)' : base
 }
 
-const LETTER: Record<Change['change'], string> = { added: 'A', deleted: 'D', modified: 'M', mode: 'm', type: 'T', symlink: 'L', moved: 'R', owner: 'o' }
+const LETTER: Record<Change['change'], string> = { added: 'A', deleted: 'D', modified: 'M', mode: 'm', type: 'T', symlink: 'L', moved: 'R', owner: 'o', xattrs: 'x' }
 
 function counts (c: Change): string {
   if (c.binary) return `binary ${c.oldSize ?? 0} -> ${c.newSize ?? 0} bytes`
@@ -166,6 +166,7 @@ function note (c: Change): string | null {
   switch (c.change) {
     case 'moved': return `moved directory ${c.from!.slice(1)}/ -> ${p}/`
     case 'owner': return `owner changed: ${p}`
+    case 'xattrs': return `extended attributes changed: ${p}`
     case 'mode': return `mode ${p} ${c.oldMode!.toString(8)} -> ${c.newMode!.toString(8)}`
     default:
       if (c.oldMode !== undefined && c.newMode !== undefined && c.oldMode !== c.newMode) return `mode ${p} ${c.oldMode.toString(8)} -> ${c.newMode.toString(8)}`

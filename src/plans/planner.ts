@@ -91,7 +91,8 @@ function ownerOf (r: Resolved): { uid: number, gid: number } {
   return { uid: s.uid, gid: s.gid }
 }
 
-function xattrsOf (v: View, r: Resolved): Record<string, Buffer> | undefined {
+/** The extended attributes of r in view v (absent: none). */
+export function xattrsOf (v: View, r: Resolved): Record<string, Buffer> | undefined {
   if (r.kind === 'upper') return r.entry.xattrs
   return 'nlink' in r.stat ? v.lower.xattrs(r.lowerPath) : r.stat.xattrs
 }

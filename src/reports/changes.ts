@@ -10,11 +10,11 @@ import { isWithin, rebase } from '../paths/paths.js'
 import { resolvedType, type Resolved, type View } from '../overlay/view.js'
 import type { ChunkStore } from '../store/chunks.js'
 import type { FileEntry, Kind } from '../store/entries.js'
-import { planViews, type Content, type PlanOp } from '../plans/planner.js'
+import { planViews, sameXattrs, xattrsOf, type Content, type PlanOp } from '../plans/planner.js'
 
 export interface Change {
   path: string
-  change: 'added' | 'deleted' | 'modified' | 'mode' | 'type' | 'symlink' | 'moved' | 'owner'
+  change: 'added' | 'deleted' | 'modified' | 'mode' | 'type' | 'symlink' | 'moved' | 'owner' | 'xattrs'
   kind: Kind
   insertions: number
   deletions: number
@@ -283,8 +283,9 @@ function describeOne (from: View, to: View, p: string, before: Resolved | null, 
   if (c.oldMode !== c.newMode) return patch({ ...c, change: 'mode' }, undefined, undefined)
   const ob = before.kind === 'upper' ? before.entry : before.stat
   const oa = after.kind === 'upper' ? after.entry : after.stat
-  if (kind === 'd' || (ob.uid === oa.uid && ob.gid === oa.gid)) return null
-  return { ...c, change: 'owner' }
+  if (kind !== 'd' && (ob.uid !== oa.uid || ob.gid !== oa.gid)) return { ...c, change: 'owner' }
+  // Only the extended attributes (setfattr, setfacl): a change like any other, that no patch carries.
+  return sameXattrs(xattrsOf(from, before), xattrsOf(to, after)) ? null : { ...c, change: 'xattrs' }
 }
 
 function addText (c: Change, a: Bytes, b: Bytes): void {

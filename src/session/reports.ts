@@ -20,7 +20,7 @@ export interface TurnInfo {
   bytes: number
   head: boolean
   /** The paths it changed: as `cpfs diff T` lists them when the log has lines, else as its layer recorded them. */
-  changes: Array<{ path: string, change: 'added' | 'modified' | 'deleted' | 'mode' | 'type' | 'symlink' | 'moved' | 'owner' }>
+  changes: Array<{ path: string, change: 'added' | 'modified' | 'deleted' | 'mode' | 'type' | 'symlink' | 'moved' | 'owner' | 'xattrs' }>
   /** Lines added and removed in text files (cpfs log; not computed for hooks). */
   insertions?: number
   deletions?: number
