@@ -23,6 +23,7 @@ export class ViewInvalidation {
     private readonly ch: Channel
   ) {
     session.onViewChange = (touched) => {
+      ops.viewChanged()
       this.pending ??= new Set()
       for (const p of touched) this.pending.add(p)
     }

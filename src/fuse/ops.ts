@@ -51,6 +51,11 @@ export class FuseOps {
     return this.cx.negotiated
   }
 
+  /** The daemon changed the tree itself (rewind, restore, writes from underneath): listings kept between READDIRs go. */
+  viewChanged (): void {
+    this.dirs.forgetListings()
+  }
+
   register (ch: Channel): void {
     const on = (op: Op, h: (req: Request, ch: Channel) => void) => ch.on(op, h)
     const { attrs, names, files, dirs, xattrs } = this
@@ -113,7 +118,9 @@ export class FuseOps {
     const offered2 = minor >= 36 && (offered & INIT.INIT_EXT) ? r.buf.readUInt32LE(r.body + 16) : 0
     const want = INIT.ASYNC_READ | INIT.ATOMIC_O_TRUNC | INIT.BIG_WRITES | INIT.MAX_PAGES |
       INIT.PARALLEL_DIROPS | INIT.ABORT_ERROR | INIT.INIT_EXT | INIT.HANDLE_KILLPRIV_V2 |
-      (this.cx.ttl > 0 ? INIT.DO_READDIRPLUS | INIT.READDIRPLUS_AUTO | INIT.CACHE_SYMLINKS | INIT.EXPLICIT_INVAL_DATA : 0)
+      // NO_OPENDIR_SUPPORT: the kernel then opens directories with the caching flags cpfs gives
+      // them anyway (dirs.ts); with caching off every open is still asked for.
+      (this.cx.ttl > 0 ? INIT.DO_READDIRPLUS | INIT.READDIRPLUS_AUTO | INIT.CACHE_SYMLINKS | INIT.EXPLICIT_INVAL_DATA | INIT.NO_OPENDIR_SUPPORT : 0)
     const flags = offered & want
     const flags2 = offered2 & INIT2.CREATE_SUPP_GROUP
     this.cx.negotiated = { minor: Math.min(minor, KERNEL_MINOR), flags, flags2 }

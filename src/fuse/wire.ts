@@ -154,10 +154,11 @@ export function direntSize (nameLen: number): number {
   return align8(DIRENT + nameLen)
 }
 
-/** Encode one fuse_dirent (d_type is the file type as in DT_*). */
-export function putDirent (b: Buffer, off: number, ino: number, next: number, type: number, name: Buffer): number {
+/** Encode one fuse_dirent (d_type is the file type as in DT_*; next: the 64-bit offset after it, as two halves). */
+export function putDirent (b: Buffer, off: number, ino: number, next: { hi: number, lo: number }, type: number, name: Buffer): number {
   writeU64(b, off, ino)
-  writeU64(b, off + 8, next)
+  b.writeUInt32LE(next.lo >>> 0, off + 8)
+  b.writeUInt32LE(next.hi >>> 0, off + 12)
   b.writeUInt32LE(name.length, off + 16)
   b.writeUInt32LE(type, off + 20)
   name.copy(b, off + DIRENT)
