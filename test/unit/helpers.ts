@@ -6,6 +6,8 @@ import { join } from 'node:path'
 import { Lower } from '../../src/real/lower.js'
 import { ChunkStore } from '../../src/store/chunks.js'
 import { Store } from '../../src/store/store.js'
+import type { Session } from '../../src/session/session.js'
+import { inProcess, openSession, type Filesystem } from '../contract/filesystems.js'
 
 /** What the helpers need of a test. */
 export type Tap = { teardown: (fn: () => unknown) => void }
@@ -60,4 +62,18 @@ export async function realLower (t: Tap, tree: Record<string, 'd' | string>): Pr
   const lower = new Lower(fd, new Map(), new ChunkStore(store))
   t.teardown(() => { lower.closeFds(); fs.closeSync(fd) })
   return lower
+}
+
+/** A Session in this process over a lower holding w/a.txt ("lower") and a store, both in dir; `fs` is its overlay at w/. */
+export async function sessionIn (t: Tap, dir: string): Promise<{ s: Session, fs: Filesystem, dir: string, close: () => Promise<void> }> {
+  const lower = join(dir, 'lower')
+  if (!fs.existsSync(lower)) {
+    fs.mkdirSync(join(lower, 'w'), { recursive: true })
+    fs.writeFileSync(join(lower, 'w', 'a.txt'), 'lower')
+  }
+  const { session: s, close } = await openSession(lower, join(dir, 'store'))
+  let closed = false
+  const closeOnce = async (): Promise<void> => { if (!closed) { closed = true; await close() } }
+  t.teardown(closeOnce)
+  return { s, fs: inProcess(s, 'w', 0o022), dir, close: closeOnce }
 }

@@ -60,7 +60,7 @@ t.test('a listing is in cookie order, resumes after any cookie, and keeps groups
     { name: 'c', next: { hi: 1, lo: 3 }, value: 'c' }
   ], "a group's members but the last resume at the group's start")
   t.same(replyAfter(l, { hi: 0, lo: 0 }, rec('b') + rec('d') - 1, rec, n => n), 'too big', 'a group that cannot fit at all')
-  t.same(replyAfter(l, { hi: 0, lo: 9 }, rec('e'), rec, n => n).map(p => (p as any).name), ['e'], 'as much as fits')
+  t.same((replyAfter(l, { hi: 0, lo: 9 }, rec('e'), rec, n => n) as Array<{ name: string }>).map(p => p.name), ['e'], 'as much as fits')
   t.same(replyAfter(l, { hi: 0, lo: 0 }, 1000, rec, n => n === 'd' ? null : n).slice(0, 2), [
     { name: 'b', next: { hi: 0, lo: 7 }, value: 'b' },
     { name: 'a', next: { hi: 0, lo: 9 }, value: 'a' }

@@ -5,23 +5,10 @@
 import t from 'tap'
 import * as fs from 'node:fs'
 import { join } from 'node:path'
-import { inProcess, openSession, type Filesystem } from '../../contract/filesystems.js'
-import type { Session } from '../../../src/session/session.js'
-import { tmpDir, type Tap } from '../helpers.js'
+import type { Filesystem } from '../../contract/filesystems.js'
+import { sessionIn, tmpDir, type Tap } from '../helpers.js'
 
-/** A session over a lower holding w/a.txt ("lower"); `fs` is its overlay at w/. */
-async function session (t: Tap, dir = tmpDir(t, 'history')): Promise<{ s: Session, fs: Filesystem, dir: string, close: () => Promise<void> }> {
-  const lower = join(dir, 'lower')
-  if (!fs.existsSync(lower)) {
-    fs.mkdirSync(join(lower, 'w'), { recursive: true })
-    fs.writeFileSync(join(lower, 'w', 'a.txt'), 'lower')
-  }
-  const { session: s, close } = await openSession(lower, join(dir, 'store'))
-  let closed = false
-  const closeOnce = async (): Promise<void> => { if (!closed) { closed = true; await close() } }
-  t.teardown(closeOnce)
-  return { s, fs: inProcess(s, 'w', 0o022), dir, close: closeOnce }
-}
+const session = (t: Tap, dir = tmpDir(t, 'history')) => sessionIn(t, dir)
 
 const read = async (f: Filesystem, p: string): Promise<string | null> => {
   try { return (await f.readFile(p)).toString() } catch (e: any) { if (e.code === 'ENOENT') return null; throw e }

@@ -4,7 +4,6 @@
 import t from 'tap'
 import * as fs from 'node:fs'
 import { join } from 'node:path'
-import { inProcess, openSession, type Filesystem } from '../../contract/filesystems.js'
 import type { Session } from '../../../src/session/session.js'
 import { lastOpPerKey } from '../../../src/session/persister.js'
 import { ChunkStore } from '../../../src/store/chunks.js'
@@ -12,22 +11,10 @@ import { decodeEntry } from '../../../src/store/codec.js'
 import { CHUNK_SIZE, type Entry } from '../../../src/store/entries.js'
 import { entryKey, type BatchOp } from '../../../src/store/keys.js'
 import { Store } from '../../../src/store/store.js'
-import { tmpDir, type Tap } from '../helpers.js'
+import { sessionIn, tmpDir, type Tap } from '../helpers.js'
 
 
-/** A session over a lower holding w/a.txt ("lower"); `fs` is its overlay at w/. */
-async function session (t: Tap, dir: string): Promise<{ s: Session, fs: Filesystem, close: () => Promise<void> }> {
-  const lower = join(dir, 'lower')
-  if (!fs.existsSync(lower)) {
-    fs.mkdirSync(join(lower, 'w'), { recursive: true })
-    fs.writeFileSync(join(lower, 'w', 'a.txt'), 'lower')
-  }
-  const { session: s, close } = await openSession(lower, join(dir, 'store'))
-  let closed = false
-  const closeOnce = async (): Promise<void> => { if (!closed) { closed = true; await close() } }
-  t.teardown(closeOnce)
-  return { s, fs: inProcess(s, 'w', 0o022), close: closeOnce }
-}
+const session = (t: Tap, dir: string) => sessionIn(t, dir)
 
 /** The head layer's stored entry for p, read from LevelDB itself. */
 const stored = (s: Session, p: string): Entry | undefined => {
