@@ -6,7 +6,7 @@ import type { FileEntry } from '../store/entries.js'
 import type { Content, PlanOp } from './planner.js'
 import { lstatReal } from '../real/read.js'
 import { realXattrs } from '../real/lower.js'
-import { sameXattrs } from './planner.js'
+import { sameXattrs, xattrsOf } from './planner.js'
 import { realContent, sameContent, viewContent, type Sparse } from './content.js'
 import type { Expect } from './verifier.js'
 import { phase } from '../progress.js'
@@ -17,7 +17,7 @@ export function expectOf (session: Session, view: View, p: string, contents: Map
   const type = resolvedType(r)
   const meta = r.kind === 'upper' ? r.entry : r.stat
   const mode = meta.mode & 0o7777
-  const x = r.kind === 'upper' ? r.entry.xattrs : 'nlink' in r.stat ? view.lower.xattrs(r.lowerPath) : r.stat.xattrs
+  const x = xattrsOf(view, r)
   const owner = { ...(process.getuid?.() === 0 ? { uid: meta.uid, gid: meta.gid } : {}), xattrs: x ?? null }
   if (type === 'd') return { type, mode, ...owner }
   if (type === 'n') {

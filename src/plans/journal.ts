@@ -172,7 +172,7 @@ export function readJournal (store: Store): Journal | null {
     const old = h as unknown as Omit<Journal, 'expect' | 'prints'> & { expect: Array<[string, Expect]>, prints?: Array<[string, Fingerprint]> }
     old.ops.forEach(readXattrs)
     old.expect.forEach(([, e]) => readXattrs(e))
-    return { ...old, ops: old.ops.map(renamedContent), expect: new Map(old.expect), prints: old.prints ? new Map(old.prints) : undefined }
+    return { ...old, expect: new Map(old.expect), prints: old.prints ? new Map(old.prints) : undefined }
   }
   const j: Journal = { id: h.id, ops: [], expect: new Map(), targetStack: h.targetStack }
   if (h.after) j.after = h.after
@@ -184,7 +184,7 @@ export function readJournal (store: Store): Journal | null {
     }
     const part = decode<Part>(v)
     const opPaths = frontDecode(part.opPaths)
-    for (let k = 0; k < part.ops.length; k++) j.ops.push(renamedContent(readXattrs({ ...part.ops[k], path: opPaths[k] } as PlanOp)))
+    for (let k = 0; k < part.ops.length; k++) j.ops.push(readXattrs({ ...part.ops[k], path: opPaths[k] } as PlanOp))
     const expectPaths = frontDecode(part.expectPaths)
     for (let k = 0; k < part.expect.length; k++) j.expect.set(expectPaths[k], readXattrs(part.expect[k]))
     const printPaths = frontDecode(part.printPaths)
@@ -192,15 +192,6 @@ export function readJournal (store: Store): Journal | null {
   }
   if (h.hasPrints) j.prints = prints
   return j
-}
-
-/**
- * A write op of a journal written before the lower layer had one name says its content comes
- * `from: 'origin'`; read it as today's `from: 'lower'` so that the interrupted plan finishes.
- */
-function renamedContent (op: PlanOp): PlanOp {
-  if (op.op === 'write' && (op.content?.from as string) === 'origin') op.content = { from: 'lower', path: (op.content as { path: string }).path }
-  return op
 }
 
 /** An operation or expectation as this version names it: `x` (store versions 1 to 3) is `xattrs`. */

@@ -5,12 +5,11 @@ import { frontCode, frontDecode, hasJournal, readJournal, retireJournal, writeJo
 import type { PlanOp } from '../../../src/plans/planner.js'
 import type { Expect } from '../../../src/plans/verifier.js'
 import { decode, encode } from '../../../src/store/codec.js'
-import { JOURNAL_KEY } from '../../../src/store/keys.js'
 import { randomPath, rng, tmpStore } from '../helpers.js'
 
 const times = { atime: 1, mtime: 2, atimeNs: 0, mtimeNs: 3, uid: 0, gid: 0 }
-/** A write op whose content comes from the lower file at `from` (`origin`: as versions before the rename wrote it). */
-const write = (path: string, from: string, word: 'lower' | 'origin' = 'lower'): PlanOp => ({ op: 'write', path, mode: 0o644, size: 5, content: { from: word, path: from }, ...times } as unknown as PlanOp)
+/** A write op whose content comes from the lower file at `from`. */
+const write = (path: string, from: string): PlanOp => ({ op: 'write', path, mode: 0o644, size: 5, content: { from: 'lower', path: from }, ...times } as unknown as PlanOp)
 const expectFile: Expect = { type: 'f', mode: 0o644, size: 5 }
 
 t.test('front-coded paths come back the same', async t => {
@@ -69,22 +68,4 @@ t.test('a part that is missing is damage, named', async t => {
   await store.batch([await writeJournal(store, { id: 'p', ops, expect: new Map(), targetStack: [1] })], true)
   await store.db.del('J00000001')
   t.throws(() => readJournal(store), { code: 'STORE_CORRUPT', message: /missing part 1 of 2/ })
-})
-
-t.test('a journal of the version before the rename: content from "origin" reads as from "lower"', async t => {
-  // In parts (front-coded), as the version before the rename wrote it.
-  const store = await tmpStore(t, 'journal')
-  const old = [write('/a', '/a', 'origin'), { op: 'mkdir', path: '/d' } as PlanOp, write('/d/b', '/elsewhere', 'origin')]
-  await store.batch([await writeJournal(store, { id: 'old', ops: old, expect: new Map([['/a', expectFile]]), targetStack: [1] })], true)
-  const back = readJournal(store)!
-  t.same(back.ops.map(op => op.op === 'write' ? op.content : null), [{ from: 'lower', path: '/a' }, null, { from: 'lower', path: '/elsewhere' }])
-  t.same(back.ops[2], write('/d/b', '/elsewhere'), 'the rest of the op as it was')
-  // One value, as versions before parts wrote it: maps as lists of pairs.
-  const whole = await tmpStore(t, 'journal')
-  await whole.batch([{ type: 'put', key: JOURNAL_KEY, value: encode({ id: 'older', ops: [write('/x', '/y', 'origin')], expect: [['/x', expectFile]], targetStack: [1, 2] }) }], true)
-  const older = readJournal(whole)!
-  t.same(older.ops, [write('/x', '/y')])
-  t.same([...older.expect], [['/x', expectFile]])
-  t.same(older.targetStack, [1, 2])
-  t.equal(older.prints, undefined)
 })
