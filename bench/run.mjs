@@ -1,45 +1,25 @@
 #!/usr/bin/env node
 // The agent workload, side by side in one run on the same data: a plain directory (native),
 // a cpfs mount, fuse-overlayfs, and the kernel overlayfs. Prints seconds per step (median of
-// --runs) with ratios to native and to fuse-overlayfs. Run as root with /dev/fuse:
+// --runs) with ratios to native and to fuse-overlayfs, the FUSE daemons' peak RSS per step,
+// and the requests cpfs answered per step. Run as root with /dev/fuse:
 //   npm run bench -- [--runs 3] [--only native,cpfs,fuse-overlayfs,overlayfs] [--big-mib 256]
+//                    [--phase agent,real]
+// --phase agent: this workload; real: the real-project phase (bench/real-project.mjs, run
+// after it with the same options); both by default.
 // The source tree is this project's own node_modules (a real npm tree), tarred once. Two
 // phases: a fresh project written in the mount, and an existing one on the disk below it.
 // git's automatic gc is off in both (gc.auto 0): started in the background by one step, it
 // would run into the next ones and measure itself there.
 import { spawnSync } from 'node:child_process'
 import * as fs from 'node:fs'
-import { tmpdir } from 'node:os'
-import { dirname, join } from 'node:path'
-import { fileURLToPath } from 'node:url'
+import { join } from 'node:path'
+import { ALL, ROOT, cleanup, fmt, makeBench, makeSystems, median, MOUNTED, opt, printPeaks, printRequests, ratio, readPeak, timeStep } from './lib/systems.mjs'
 
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..')
-const CLI = join(ROOT, 'dist', 'cli', 'cpfs.cjs')
-const argv = process.argv.slice(2)
-const opt = (name, def) => { const i = argv.indexOf(name); return i >= 0 ? argv[i + 1] : def }
 const RUNS = Number(opt('--runs', 3))
 const BIG_MIB = Number(opt('--big-mib', 256))
-const ONLY = opt('--only', 'native,cpfs,fuse-overlayfs,overlayfs').split(',')
-
-function sh (cmd, cwd = '/', allowFail = false) {
-  const r = spawnSync('bash', ['-c', cmd], { cwd, encoding: 'utf8', maxBuffer: 1 << 28, env: { ...process.env, CPFS_HOME: join(base, 'cpfs-home') } })
-  if (r.status !== 0 && !allowFail) throw new Error(`${cmd} (in ${cwd}): ${r.stderr}`)
-  return r.stdout
-}
-
-function ensureFuseOverlayfs () {
-  if (spawnSync('bash', ['-c', 'command -v fuse-overlayfs']).status === 0) return true
-  process.stderr.write('installing fuse-overlayfs (Debian package) for the comparison...\n')
-  const r = spawnSync('bash', ['-c', 'apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fuse-overlayfs'], { stdio: 'inherit' })
-  return r.status === 0
-}
-
-const base = fs.mkdtempSync(join(tmpdir(), 'cpfs-bench-'))
-const tarball = join(base, 'tree.tar')
-const random = join(base, 'random.bin')
-sh(`tar -C ${ROOT} -cf ${tarball} node_modules`)
-sh(`head -c ${BIG_MIB * 1024 * 1024} /dev/urandom > ${random}`)
-const files = Number(sh(`tar -tf ${tarball} | grep -v '/$' | wc -l`).trim())
+const ONLY = opt('--only', ALL.join(',')).split(',')
+const PHASES = opt('--phase', 'agent,real').split(',')
 
 // A. A fresh project: everything is written in the mount (untar, git, builds...).
 const FRESH = [
@@ -69,125 +49,78 @@ const EXISTING = [
   ['git add+commit (existing)', 'git add -A && git -c user.email=b@b -c user.name=b commit -qm edit'],
   ['rm -rf node_modules (existing)', 'rm -rf node_modules']
 ]
+const STEPS = [...FRESH, ...EXISTING].map(([step]) => step)
 
-/** Fill dir with the existing project (before any mount). */
-function populate (dir) {
-  sh(`tar -xf ${tarball} && git init -q && git config gc.auto 0 && git add -A && git -c user.email=b@b -c user.name=b commit -qm tree && cp ${random} big.bin`, dir)
+if (PHASES.includes('agent')) agentWorkload()
+if (PHASES.includes('real')) {
+  if (PHASES.includes('agent')) console.log('')
+  const r = spawnSync(process.execPath, [join(ROOT, 'bench', 'real-project.mjs'), ...process.argv.slice(2)], { stdio: 'inherit' })
+  if (r.status !== 0) process.exitCode = r.status ?? 1
 }
 
-const targets = {
-  native: {
-    setup (dir, existing) { fs.mkdirSync(dir); if (existing) populate(dir); return dir },
-    teardown () {}
-  },
-  cpfs: {
-    setup (dir, existing) { fs.mkdirSync(dir); if (existing) populate(dir); sh(`node ${CLI} mount ${dir}`); return dir },
-    teardown (dir) { sh(`node ${CLI} unmount ${dir} --discard`, '/', true) },
-    stats: true
-  },
-  'fuse-overlayfs': {
-    available: ensureFuseOverlayfs,
-    setup (dir, existing) {
-      for (const d of ['lower', 'upper', 'work', 'merged']) fs.mkdirSync(join(dir, d), { recursive: true })
-      if (existing) populate(join(dir, 'lower'))
-      sh(`fuse-overlayfs -o lowerdir=${dir}/lower,upperdir=${dir}/upper,workdir=${dir}/work ${dir}/merged`)
-      return join(dir, 'merged')
-    },
-    teardown (dir) { sh(`umount ${dir}/merged`, '/', true) }
-  },
-  overlayfs: {
-    setup (dir, existing) {
-      for (const d of ['lower', 'upper', 'work', 'merged']) fs.mkdirSync(join(dir, d), { recursive: true })
-      if (existing) populate(join(dir, 'lower'))
-      sh(`mount -t overlay overlay -o lowerdir=${dir}/lower,upperdir=${dir}/upper,workdir=${dir}/work ${dir}/merged`)
-      return join(dir, 'merged')
-    },
-    teardown (dir) { sh(`umount ${dir}/merged`, '/', true) }
-  }
-}
-
-const times = {} // target -> step -> [seconds]
-const requests = {} // step -> { total, median µs, top ops } (cpfs, last run)
-const STEPS = [...FRESH, ...EXISTING]
-
-function cpfsStats (dir, reset) {
-  if (reset) return sh(`node ${CLI} status ${dir} --reset-stats`, '/', true)
+function agentWorkload () {
+  const { base, sh } = makeBench('cpfs-bench-')
+  const tarball = join(base, 'tree.tar')
+  const random = join(base, 'random.bin')
+  const systems = makeSystems(sh)
+  const times = {} // system -> step -> [seconds]
+  const peaks = {} // system -> step -> [bytes] (FUSE daemons)
+  const requests = {} // step -> { total, median µs, top ops } (cpfs, last run)
+  let files
+  /** Fill dir with the existing project (before any mount). */
+  const populate = (dir) => sh(`tar -xf ${tarball} && git init -q && git config gc.auto 0 && git add -A && git -c user.email=b@b -c user.name=b commit -qm tree && cp ${random} big.bin`, dir)
   try {
-    return JSON.parse(sh(`node ${CLI} status ${dir} --stats --json`, '/', true)).ops
-  } catch { return null }
-}
-
-function medianMicros (hist) {
-  const total = hist.reduce((a, b) => a + b, 0)
-  let seen = 0
-  for (let i = 0; i < hist.length; i++) { seen += hist[i]; if (seen * 2 >= total) return 2 ** i }
-  return 0
-}
-
-try {
-  for (let run = 0; run < RUNS; run++) {
-    for (const name of ONLY) {
-      const tgt = targets[name]
-      if (!tgt || (tgt.available && !tgt.available())) { process.stderr.write(`skipping ${name}: not available\n`); continue }
-      for (const [phase, steps] of [['fresh', FRESH], ['existing', EXISTING]]) {
-        const dir = join(base, `${name}-${phase}-${run}`)
-        const work = tgt.setup(dir, phase === 'existing')
-        try {
-          for (const [step, cmd] of steps) {
-            if (tgt.stats) cpfsStats(work, true)
-            const t0 = process.hrtime.bigint()
-            try {
-              sh(cmd.replace('TARBALL', tarball).replace('RANDOM', random), work)
-            } catch (err) {
-              // A peer that fails a step is reported as failing it; cpfs and native must not.
-              if (name === 'cpfs' || name === 'native') throw err
-              process.stderr.write(`${name} failed "${step}": ${String(err.message).split('\n').slice(0, 2).join(' ')}\n`)
-              ;((times[name] ??= {})[step] ??= []).push(NaN)
-              continue
-            }
-            const s = Number(process.hrtime.bigint() - t0) / 1e9
-            ;((times[name] ??= {})[step] ??= []).push(s)
-            if (tgt.stats) {
-              const ops = cpfsStats(work, false)
-              if (ops) {
-                const total = Object.values(ops.counts).reduce((a, b) => a + b, 0)
-                const top = Object.entries(ops.counts).sort((a, b) => b[1] - a[1]).slice(0, 4).map(([k, v]) => `${k} ${v}`).join(', ')
-                requests[step] = { total, median: ops.hist ? medianMicros(ops.hist) : null, top }
+    sh(`tar -C ${ROOT} -cf ${tarball} node_modules`)
+    sh(`head -c ${BIG_MIB * 1024 * 1024} /dev/urandom > ${random}`)
+    files = Number(sh(`tar -tf ${tarball} | grep -v '/$' | wc -l`).trim())
+    for (let run = 0; run < RUNS; run++) {
+      for (const name of ONLY) {
+        const tgt = systems[name]
+        if (!tgt || (tgt.available && !tgt.available())) { process.stderr.write(`skipping ${name}: not available\n`); continue }
+        for (const [phase, steps] of [['fresh', FRESH], ['existing', EXISTING]]) {
+          const dir = join(base, `${name}-${phase}-${run}`)
+          const work = tgt.setup(dir, phase === 'existing' ? populate : null)
+          const p = tgt.pid ? readPeak(tgt.pid(dir)) : null
+          if (p !== null) ((peaks[name] ??= {})[`${MOUNTED} (${phase})`] ??= []).push(p)
+          try {
+            for (const [step, cmd] of steps) {
+              let r
+              try {
+                r = timeStep(sh, tgt, dir, work, cmd.replace('TARBALL', tarball).replace('RANDOM', random))
+              } catch (err) {
+                // A peer that fails a step is reported as failing it; cpfs and native must not.
+                if (name === 'cpfs' || name === 'native' || /^interrupted/.test(err.message)) throw err
+                process.stderr.write(`${name} failed "${step}": ${String(err.message).split('\n').slice(0, 2).join(' ')}\n`)
+                ;((times[name] ??= {})[step] ??= []).push(NaN)
+                continue
               }
+              ;((times[name] ??= {})[step] ??= []).push(r.s)
+              if (r.peak !== null) ((peaks[name] ??= {})[step] ??= []).push(r.peak)
+              if (r.req) requests[step] = r.req
             }
+          } finally {
+            tgt.teardown(dir)
+            fs.rmSync(dir, { recursive: true, force: true })
           }
-        } finally {
-          tgt.teardown(dir)
-          spawnSync('rm', ['-rf', dir])
         }
+        process.stderr.write(`run ${run + 1}/${RUNS}: ${name} done\n`)
       }
-      process.stderr.write(`run ${run + 1}/${RUNS}: ${name} done\n`)
     }
+  } finally {
+    cleanup(base)
   }
-} finally {
-  spawnSync('bash', ['-c', `grep ' ${base}' /proc/mounts | awk '{print $2}' | xargs -r -n1 umount -l; rm -rf ${base}`])
-}
 
-const median = (xs) => { const s = [...xs].sort((a, b) => a - b); return s[Math.floor(s.length / 2)] }
-const names = ONLY.filter(n => times[n])
-const fmt = (x) => x === undefined ? '—' : Number.isNaN(x) ? 'fails' : x.toFixed(2)
-const ratio = (a, b) => (a === undefined || b === undefined || b === 0 || Number.isNaN(a) || Number.isNaN(b)) ? '—' : (a / b).toFixed(1) + '×'
-console.log(`Source tree: this project's node_modules (${files} files); ${RUNS} runs, medians in seconds.\n`)
-console.log(`| step | ${names.join(' | ')} | cpfs / native | cpfs / fuse-overlayfs |`)
-console.log(`|---|${names.map(() => '---:').join('|')}|---:|---:|`)
-const total = {}
-for (const [step] of STEPS) {
-  const row = names.map(n => { const m = median(times[n][step]); total[n] = (total[n] ?? 0) + (Number.isNaN(m) ? 0 : m); return m })
-  const get = (n) => times[n] ? median(times[n][step]) : undefined
-  console.log(`| ${step} | ${row.map(fmt).join(' | ')} | ${ratio(get('cpfs'), get('native'))} | ${ratio(get('cpfs'), get('fuse-overlayfs'))} |`)
-}
-console.log(`| **total** | ${names.map(n => fmt(total[n])).join(' | ')} | ${ratio(total.cpfs, total.native)} | ${ratio(total.cpfs, total['fuse-overlayfs'])} |`)
-if (Object.keys(requests).length) {
-  console.log('\nRequests cpfs answered per step (cpfs status --stats; last run):\n')
-  console.log('| step | requests | median handler time | most frequent |')
-  console.log('|---|---:|---:|---|')
-  for (const [step] of STEPS) {
-    const r = requests[step]
-    if (r) console.log(`| ${step} | ${r.total} | ${r.median === null ? '—' : `≤ ${r.median} µs`} | ${r.top} |`)
+  const names = ONLY.filter(n => times[n])
+  console.log(`Source tree: this project's node_modules (${files} files); ${RUNS} runs, medians in seconds.\n`)
+  console.log(`| step | ${names.join(' | ')} | cpfs / native | cpfs / fuse-overlayfs |`)
+  console.log(`|---|${names.map(() => '---:').join('|')}|---:|---:|`)
+  const total = {}
+  for (const step of STEPS) {
+    const row = names.map(n => { const m = median(times[n][step]); total[n] = (total[n] ?? 0) + (Number.isNaN(m) ? 0 : m ?? 0); return m })
+    const get = (n) => times[n] ? median(times[n][step]) : undefined
+    console.log(`| ${step} | ${row.map(x => fmt(x)).join(' | ')} | ${ratio(get('cpfs'), get('native'), 1)} | ${ratio(get('cpfs'), get('fuse-overlayfs'), 1)} |`)
   }
+  console.log(`| **total** | ${names.map(n => fmt(total[n])).join(' | ')} | ${ratio(total.cpfs, total.native, 1)} | ${ratio(total.cpfs, total['fuse-overlayfs'], 1)} |`)
+  printPeaks([`${MOUNTED} (fresh)`, ...FRESH.map(([s]) => s), `${MOUNTED} (existing)`, ...EXISTING.map(([s]) => s)], peaks, names)
+  printRequests(STEPS, requests)
 }
