@@ -1,7 +1,7 @@
 // What bench/run.mjs and bench/real-project.mjs share: the systems compared (a plain
 // directory, a cpfs mount, fuse-overlayfs, the kernel overlayfs), shell steps, the daemons'
 // peak RSS per step, cpfs's request counts, cleanup, and table helpers. Run as root.
-import { spawnSync } from 'node:child_process'
+import { spawn, spawnSync } from 'node:child_process'
 import * as fs from 'node:fs'
 import { tmpdir } from 'node:os'
 import { dirname, join } from 'node:path'
@@ -25,17 +25,41 @@ export function makeBench (prefix) {
   env.CPFS_HOME = join(base, 'cpfs-home')
   function sh (cmd, cwd = '/', allowFail = false) {
     const r = spawnSync('bash', ['-c', cmd], { cwd, encoding: 'utf8', maxBuffer: 1 << 28, env })
-    if (r.signal === 'SIGINT' || r.signal === 'SIGTERM' || interrupted) throw new Error(`interrupted (${cmd})`)
+    if (r.signal === 'SIGINT' || r.signal === 'SIGTERM') throw new Error(`interrupted (${cmd})`)
     if (r.status !== 0 && !allowFail) throw new Error(`${cmd} (in ${cwd}): ${r.stderr.slice(-2000)}`)
     return r.stdout
   }
+  watchdog(base, env)
   return { base, sh }
 }
 
-// Ctrl-C: the running step's command dies with the signal, sh() throws, and the caller's
-// finally unmounts and removes what it made.
-let interrupted = false
-for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => { interrupted = true })
+/**
+ * A detached process that waits for this one to end and then, if `base` is still there (the
+ * bench was interrupted: Ctrl-C, kill, a crash), unmounts what is mounted under it — cpfs
+ * mounts with `cpfs unmount --discard`, then the rest lazily —, stops cpfs daemons of
+ * workspaces under it, and removes it. A bench that ends normally has removed `base` itself.
+ */
+function watchdog (base, env) {
+  const code = `
+    const { execSync } = require('node:child_process'); const fs = require('node:fs')
+    const [parent, base, cli] = process.argv.slice(1)
+    const up = () => { try { process.kill(Number(parent), 0); return true } catch { return false } }
+    const run = (c) => { try { execSync(c, { stdio: 'ignore', timeout: 60000 }) } catch {} }
+    const mounts = () => fs.readFileSync('/proc/mounts', 'utf8').split('\\n').map(l => l.split(' ')).filter(f => f[1] && f[1].startsWith(base + '/'))
+    setInterval(() => {
+      if (up()) return
+      if (fs.existsSync(base)) {
+        for (const f of mounts()) if (f[2] === 'fuse.cpfs') run(process.execPath + ' ' + cli + ' unmount ' + f[1] + ' --discard')
+        for (const f of mounts().reverse()) run('umount -l ' + f[1])
+        for (const p of fs.readdirSync('/proc').filter(p => /^[0-9]+$/.test(p))) {
+          try { const c = fs.readFileSync('/proc/' + p + '/cmdline', 'utf8'); if (c.includes('daemon/main.js') && c.includes(base + '/')) process.kill(Number(p), 'SIGKILL') } catch {}
+        }
+        fs.rmSync(base, { recursive: true, force: true })
+      }
+      process.exit(0)
+    }, 1000)`
+  spawn(process.execPath, ['-e', code, String(process.pid), base, CLI], { detached: true, stdio: 'ignore', env }).unref()
+}
 
 export function ensureFuseOverlayfs () {
   if (spawnSync('bash', ['-c', 'command -v fuse-overlayfs']).status === 0) return true
