@@ -15,7 +15,12 @@ export class FileOps {
   /** Handles opened for writing: close (FLUSH) waits for their data to reach the store. */
   private readonly writable = new Set<number>()
 
-  constructor (private readonly cx: OpsContext) {}
+  constructor (private readonly cx: OpsContext) {
+    cx.byNode.onOrphan = (fh) => {
+      this.writable.delete(fh)
+      this.ov.release(fh)
+    }
+  }
 
   private get ov () {
     return this.cx.ov
@@ -63,12 +68,17 @@ export class FileOps {
       const kill = r.buf.readUInt32LE(r.body + 12) & OPEN_KILL_SUIDGID ? killSetId(r) : undefined
       if (flags & fs.constants.O_TRUNC) this.ov.setattr(null, fh, { size: 0, killSuidGid: kill })
     }
-    this.writable.add(fh)
     const a = this.ov.fgetattr(fh, path)
+    // Once the kernel opens files itself it sends no RELEASE for created ones: handle 0, and
+    // the file is served by node like any other (open-by-node.ts).
+    const handle = this.cx.byNode.active ? 0 : fh
+    if (handle === 0) this.ov.release(fh)
+    else this.writable.add(fh)
     c.after(r, this.cx.durability.durable(), () => {
       const node = this.cx.nodes.remember(a.ino, path)
+      if (handle !== 0) this.cx.byNode.handedOut(node.id, handle)
       putEntry(c.out, OUT_HEADER, node.id, 0, this.cx.ttl, this.cx.attrTtl(a), wire(a))
-      putOpenOut(c.out, OUT_HEADER + ENTRY_OUT, fh, this.openFlags(true), 0)
+      putOpenOut(c.out, OUT_HEADER + ENTRY_OUT, handle, this.openFlags(true), 0)
       return ENTRY_OUT + OPEN_OUT
     })
   }
@@ -154,6 +164,7 @@ export class FileOps {
   release (r: Request, c: Channel): void {
     const fh = u64(r.buf, r.body)
     if (fh === 0) return c.error(r, 0)
+    this.cx.byNode.released(fh)
     this.writable.delete(fh)
     this.ov.release(fh)
     c.error(r, 0)

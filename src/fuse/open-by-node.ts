@@ -14,7 +14,10 @@
 //  - close(2) of a file written through the mount must return only once its data is in the
 //    store's log: FLUSH waits for it when that node was written since its last FLUSH (or a
 //    FLUSH of it is still waiting); other closes are answered at once.
-// Files made by CREATE still get a handle of their own from the kernel, and a RELEASE.
+// CREATE answers handle 0 too once the kernel opens files itself: it then sends no RELEASE
+// for created files either (measured: 10,992 creates, 17 releases). A handle CREATE gave out
+// before that is released at RELEASE, or when the kernel forgets its node, whichever comes
+// first (a node is forgotten only once no open file holds its inode).
 import * as fs from 'node:fs'
 import { fsError } from '../errors.js'
 import type { Filesystem } from './contract.js'
@@ -27,8 +30,13 @@ export class OpenByNode {
   private readonly written = new Set<number>()
   /** The flush a node's close waits for, while it runs. */
   private readonly flushing = new Map<number, Promise<void>>()
+  /** Handles CREATE gave out before the kernel stopped sending OPEN, by node id. */
+  private readonly created = new Map<number, Set<number>>()
+  private readonly createdNode = new Map<number, number>()
   /** The kernel agreed to open files without asking (the first OPEN was answered ENOSYS). */
   active = false
+  /** Closes a created handle the kernel will not release (set by the FUSE file handlers). */
+  onOrphan: (fh: number) => void = (fh) => this.ov.release(fh)
 
   constructor (private readonly ov: Filesystem, private readonly nodes: Nodes) {}
 
@@ -93,9 +101,35 @@ export class OpenByNode {
     return p
   }
 
+  /** CREATE gave the kernel handle fh on node id. */
+  handedOut (nodeid: number, fh: number): void {
+    let set = this.created.get(nodeid)
+    if (!set) this.created.set(nodeid, set = new Set())
+    set.add(fh)
+    this.createdNode.set(fh, nodeid)
+  }
+
+  /** The kernel released handle fh (RELEASE). */
+  released (fh: number): void {
+    const nodeid = this.createdNode.get(fh)
+    if (nodeid === undefined) return
+    this.createdNode.delete(fh)
+    const set = this.created.get(nodeid)
+    set?.delete(fh)
+    if (set?.size === 0) this.created.delete(nodeid)
+  }
+
   /** The kernel forgot node id: nothing can reach its file through it any more. */
   forgotten (nodeid: number): void {
     this.written.delete(nodeid)
+    const orphans = this.created.get(nodeid)
+    if (orphans) {
+      this.created.delete(nodeid)
+      for (const fh of orphans) {
+        this.createdNode.delete(fh)
+        this.onOrphan(fh)
+      }
+    }
     const fh = this.pins.get(nodeid)
     if (fh === undefined) return
     this.pins.delete(nodeid)
