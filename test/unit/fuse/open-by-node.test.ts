@@ -71,3 +71,22 @@ t.test('a close waits for the store only when its node was written, or joins a f
   await new Promise(resolve => setImmediate(resolve))
   t.equal(byNode.flush(7, flushAll), null, 'once it is done, a close without new writes waits for nothing')
 })
+
+t.test('a handle CREATE gave out is closed at RELEASE, or when the kernel forgets its node', async t => {
+  const { fs, byNode, id } = await setup(t)
+  const orphaned: number[] = []
+  byNode.onOrphan = (fh) => { orphaned.push(fh); fs.release(fh) }
+  const released = fs.create('/w/r.txt', 0o644, { uid: 0, gid: 0 })
+  const kept = fs.create('/w/k.txt', 0o644, { uid: 0, gid: 0 })
+  const r = id('/w/r.txt')
+  const k = id('/w/k.txt')
+  byNode.handedOut(r, released)
+  byNode.handedOut(k, kept)
+  byNode.released(released)
+  fs.release(released)
+  byNode.forgotten(r)
+  t.same(orphaned, [], 'a released handle is not closed again when its node is forgotten')
+  byNode.forgotten(k)
+  t.same(orphaned, [kept], 'a handle never released is closed when the kernel forgets its node')
+  t.equal(fs.fileAt('/w/k.txt'), null, 'and its file node goes with it')
+})
