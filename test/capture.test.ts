@@ -244,6 +244,27 @@ EOF`)
     t.notOk(fs.existsSync(join(w.ws, 'file')), 'and the rewound view has no such file')
   })
 
+  t.test('a handle on a file the rewind kept reads and writes the rewound file', async t => {
+    const w = workspace(t, TREE)
+    w.ok('mount', w.ws)
+    w.run('echo v1 > kept')
+    w.ok('turn', w.ws)
+    w.run('echo version-2 > kept')
+    const r = w.run(`python3 - ${JSON.stringify(CLI)} <<'EOF'
+import os, subprocess, sys
+fd = os.open('kept', os.O_RDWR)
+before = os.pread(fd, 100, 0)
+subprocess.run(['node', sys.argv[1], 'rewind', '2', '.'], check=True, stdout=subprocess.DEVNULL)
+after = os.pread(fd, 100, 0)
+os.pwrite(fd, b'V', 0)
+os.close(fd)
+print(before, after)
+EOF`)
+    t.equal(r.trim(), "b'version-2\\n' b'v1\\n'", 'the descriptor reads what the name holds after the rewind, as after another process rewrote it')
+    t.equal(fs.readFileSync(join(w.ws, 'kept'), 'utf8'), 'V1\n', 'and a write through it lands in the rewound file')
+    t.match(w.ok('diff', w.ws), /kept/, 'recorded in the history like any write')
+  })
+
   t.test('reads are free; identical bytes are stored once; chown', async t => {
     const w = workspace(t, TREE + '\nhead -c 3000000 /dev/urandom > big.bin')
     w.ok('mount', w.ws)

@@ -93,6 +93,25 @@ if (fuseAvailable(t)) {
     t.same(manifest(w.ws), view, 'every closed file is back after kill -9')
   })
 
+  t.test('writes to files that existed (opened without an OPEN request) survive kill -9 once closed', async t => {
+    const w = workspace(t, TREE + '\nfor i in $(seq 1 20); do echo "old $i" > e$i; done')
+    w.ok('mount', w.ws)
+    // The kernel opens existing files itself (FUSE_NO_OPEN_SUPPORT): appends, O_TRUNC
+    // rewrites, in-place writes and ftruncate all reach cpfs with handle 0.
+    w.run('for i in $(seq 1 10); do echo "more $i" >> e$i; done && for i in $(seq 11 15); do echo "new $i" > e$i; done')
+    w.run(`python3 -c "
+import os
+fd = os.open('e16', os.O_RDWR); os.pwrite(fd, b'XYZ', 1); os.close(fd)
+fd = os.open('e17', os.O_RDWR); os.ftruncate(fd, 2); os.close(fd)
+fd = os.open('e18', os.O_WRONLY | os.O_APPEND); os.write(fd, b'tail' * 30000); os.close(fd)
+"`)
+    const view = manifest(w.ws)
+    t.match(fs.readFileSync(join(w.ws, 'e16'), 'utf8'), /^oXYZ/, 'the in-place write is in the view')
+    await kill9(w.home)
+    w.ok('mount', w.ws)
+    t.same(manifest(w.ws), view, 'every closed write to an existing file is back after kill -9')
+  })
+
   t.test('what was answered before LevelDB had it comes back from the write-ahead log after kill -9', async t => {
     // The logged batches would go on to LevelDB only after a minute: the kill comes first.
     const w = workspace(t, TREE, { env: { CPFS_WAL_SUBMIT_MS: '60000' } })

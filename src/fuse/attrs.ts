@@ -17,7 +17,7 @@ export class AttrOps {
   batchForget (r: Request): void {
     const count = r.buf.readUInt32LE(r.body)
     let at = r.body + 8
-    for (let i = 0; i < count && at + 16 <= r.end; i++, at += 16) this.cx.nodes.forget(u64(r.buf, at), u64(r.buf, at + 8))
+    for (let i = 0; i < count && at + 16 <= r.end; i++, at += 16) this.cx.forget(u64(r.buf, at), u64(r.buf, at + 8))
   }
 
   lookup (r: Request, c: Channel): void {
@@ -45,7 +45,8 @@ export class AttrOps {
 
   getattr (r: Request, c: Channel): void {
     const flags = r.len - 40 >= 16 ? r.buf.readUInt32LE(r.body) : 0
-    const fh = flags & GETATTR_FH ? u64(r.buf, r.body + 8) : null
+    // Handle 0: a file the kernel opened without asking (open-by-node.ts), served by node.
+    const fh = flags & GETATTR_FH ? u64(r.buf, r.body + 8) || null : null
     this.cx.attr(c, r, this.nodeAttr(r.nodeid, fh))
   }
 
@@ -67,7 +68,8 @@ export class AttrOps {
     s.atime = time(FATTR.ATIME, FATTR.ATIME_NOW, at + 32, at + 56)
     s.mtime = time(FATTR.MTIME, FATTR.MTIME_NOW, at + 40, at + 60)
     if (valid & FATTR.CTIME) s.ctime = fromSecNs(Number(b.readBigInt64LE(at + 48)), b.readUInt32LE(at + 64))
-    const fh = valid & FATTR.FH ? u64(b, at + 8) : null
+    const fh = valid & FATTR.FH ? u64(b, at + 8) || null : null
+    if (valid & FATTR.FH && fh === null && valid & FATTR.SIZE) this.cx.byNode.noteWritten(r.nodeid)
     const n = this.cx.nodes.get(r.nodeid)
     const path = n.path
     if (path === null && fh === null && !n.file) throw fsError('ESTALE', `node ${r.nodeid}`)

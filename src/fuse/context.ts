@@ -8,6 +8,7 @@ import type { Durability, Filesystem } from './contract.js'
 import type { Channel } from './channel.js'
 import { ATTR_OUT, ENTRY_OUT, OUT_HEADER } from './kernel.js'
 import { Nodes } from './nodes.js'
+import { OpenByNode } from './open-by-node.js'
 import { putAttrOut, putEntry, type Request, type WireAttr } from './wire.js'
 
 export interface FuseConfig {
@@ -70,6 +71,8 @@ export function killSetId (req: Request): KillSetId {
 
 export class OpsContext {
   readonly nodes: Nodes
+  /** Files the kernel opened without asking (FUSE_NO_OPEN_SUPPORT): requests with handle 0. */
+  readonly byNode: OpenByNode
   readonly ttl: number
   /** The longest name the mount takes: Linux's NAME_MAX, or less if the real directory's filesystem takes less (so that what is written can be applied). */
   readonly nameMax: number
@@ -79,6 +82,7 @@ export class OpsContext {
   /** attrsChanged: the kernel's cached attributes of this node must go (the daemon invalidates them). */
   constructor (readonly fs: Filesystem, readonly durability: Durability, rootIno: number, cfg: FuseConfig, readonly attrsChanged: (nodeid: number) => void) {
     this.nodes = new Nodes(rootIno)
+    this.byNode = new OpenByNode(fs, this.nodes)
     this.ttl = cfg.cacheTimeout
     this.nameMax = cfg.nameMax
   }
@@ -119,6 +123,11 @@ export class OpsContext {
   attr (c: Channel, r: Request, a: Attr): void {
     putAttrOut(c.out, OUT_HEADER, this.attrTtl(a), wire(a))
     c.send(r, ATTR_OUT)
+  }
+
+  /** The kernel forgot count lookups of node id. */
+  forget (id: number, count: number): void {
+    if (this.nodes.forget(id, count)) this.byNode.forgotten(id)
   }
 
   childPath (r: Request, nameAt: number): { path: string, next: number } {

@@ -53,7 +53,8 @@ export interface Namespace {
 
 /**
  * OPEN, CREATE, READ, WRITE, RELEASE, FALLOCATE, LSEEK. Handles are numbers the filesystem
- * hands out at open and create and forgets at release.
+ * hands out at open and create and forgets at release (the FUSE layer also opens one around
+ * each request about a file the kernel opened without asking: open-by-node.ts).
  */
 export interface Files {
   open (path: string, flags: number): number

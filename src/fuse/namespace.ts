@@ -40,6 +40,7 @@ export class NamespaceOps {
 
   unlink (r: Request, c: Channel, dir: boolean): void {
     const { path } = this.cx.childPath(r, r.body)
+    if (!dir) this.cx.byNode.beforeRemoval(path)
     const file = dir ? null : this.ov.fileAt(path)
     if (dir) this.ov.rmdir(path)
     else this.ov.unlink(path)
@@ -56,6 +57,7 @@ export class NamespaceOps {
     checkName(dname, this.cx.nameMax)
     const dst = join(this.cx.nodes.path(newdir), dname)
     if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE) || (flags & RENAME_NOREPLACE && flags & RENAME_EXCHANGE)) throw fsError('EINVAL', dst)
+    if (!(flags & RENAME_EXCHANGE)) this.cx.byNode.beforeRemoval(dst)
     const replaced = flags & RENAME_EXCHANGE ? null : this.ov.fileAt(dst)
     const changed = this.ov.rename(src, dst, { noReplace: Boolean(flags & RENAME_NOREPLACE), exchange: Boolean(flags & RENAME_EXCHANGE) })
     if (!changed) {

@@ -65,16 +65,18 @@ export class Nodes {
     return n
   }
 
-  forget (id: number, count: number): void {
+  /** The kernel gave back count lookups of node id; true when it forgot the node entirely. */
+  forget (id: number, count: number): boolean {
     const n = this.byId.get(id)
-    if (!n || id === ROOT_ID) return
+    if (!n || id === ROOT_ID) return false
     n.nlookup -= count
-    if (n.nlookup > 0) return
+    if (n.nlookup > 0) return false
     this.byId.delete(id)
     if (this.byIno.get(n.ino) === n) this.byIno.delete(n.ino)
     for (const p of n.paths) if (this.byPath.get(p) === n) this.byPath.delete(p)
     n.paths.clear()
     n.path = null
+    return true
   }
 
   /** n is (also) reachable by path now, which names nothing else. */

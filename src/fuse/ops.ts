@@ -63,7 +63,7 @@ export class FuseOps {
     on(Op.INIT, (r, c) => this.init(r, c))
     on(Op.DESTROY, (r, c) => { c.error(r, 0); this.onDestroy() })
     on(Op.LOOKUP, (r, c) => attrs.lookup(r, c))
-    on(Op.FORGET, (r) => this.nodes.forget(r.nodeid, u64(r.buf, r.body)))
+    on(Op.FORGET, (r) => this.cx.forget(r.nodeid, u64(r.buf, r.body)))
     on(Op.BATCH_FORGET, (r) => attrs.batchForget(r))
     on(Op.GETATTR, (r, c) => attrs.getattr(r, c))
     on(Op.SETATTR, (r, c) => attrs.setattr(r, c))
@@ -116,11 +116,16 @@ export class FuseOps {
     const readahead = r.buf.readUInt32LE(r.body + 8)
     const offered = r.buf.readUInt32LE(r.body + 12)
     const offered2 = minor >= 36 && (offered & INIT.INIT_EXT) ? r.buf.readUInt32LE(r.body + 16) : 0
-    const want = INIT.ASYNC_READ | INIT.ATOMIC_O_TRUNC | INIT.BIG_WRITES | INIT.MAX_PAGES |
+    const caching = this.cx.ttl > 0
+    const want = INIT.ASYNC_READ | INIT.BIG_WRITES | INIT.MAX_PAGES |
       INIT.PARALLEL_DIROPS | INIT.ABORT_ERROR | INIT.INIT_EXT | INIT.HANDLE_KILLPRIV_V2 |
-      // NO_OPENDIR_SUPPORT: the kernel then opens directories with the caching flags cpfs gives
-      // them anyway (dirs.ts); with caching off every open is still asked for.
-      (this.cx.ttl > 0 ? INIT.DO_READDIRPLUS | INIT.READDIRPLUS_AUTO | INIT.CACHE_SYMLINKS | INIT.EXPLICIT_INVAL_DATA | INIT.NO_OPENDIR_SUPPORT : 0)
+      // NO_OPEN(DIR)_SUPPORT: the kernel then opens files and directories itself, with the
+      // caching flags cpfs gives them anyway (open-by-node.ts, dirs.ts); with caching off every
+      // open is still asked for. Without OPEN, an O_TRUNC open must come as a SETATTR: the
+      // kernel folds it into OPEN only with ATOMIC_O_TRUNC, so that is asked for only then.
+      (caching
+        ? INIT.DO_READDIRPLUS | INIT.READDIRPLUS_AUTO | INIT.CACHE_SYMLINKS | INIT.EXPLICIT_INVAL_DATA | INIT.NO_OPENDIR_SUPPORT | INIT.NO_OPEN_SUPPORT
+        : INIT.ATOMIC_O_TRUNC)
     const flags = offered & want
     const flags2 = offered2 & INIT2.CREATE_SUPP_GROUP
     this.cx.negotiated = { minor: Math.min(minor, KERNEL_MINOR), flags, flags2 }
