@@ -108,12 +108,34 @@ const targets = {
 
 const times = {} // target -> step -> [seconds]
 const requests = {} // step -> { total, median µs, top ops } (cpfs, last run)
+const peaks = {} // step -> { peak, rss (MiB), m: the daemon's memory after the step } (cpfs, last run)
 const STEPS = [...FRESH, ...EXISTING]
 
 function cpfsStats (dir, reset) {
   if (reset) return sh(`node ${CLI} status ${dir} --reset-stats`, '/', true)
   try {
     return JSON.parse(sh(`node ${CLI} status ${dir} --stats --json`, '/', true)).ops
+  } catch { return null }
+}
+
+/** The daemon's pid (cpfs status), for its peak resident size per step. */
+function cpfsPid (dir) {
+  try { return JSON.parse(sh(`node ${CLI} status ${dir} --json`, '/', true)).pid } catch { return null }
+}
+
+/** Reset the high-water mark of pid's resident size (VmHWM): the next read is the peak since. */
+function resetPeak (pid) {
+  try { fs.writeFileSync(`/proc/${pid}/clear_refs`, '5') } catch {}
+}
+
+/** VmHWM and VmRSS of pid in MiB, and the daemon's own breakdown (status --json: memory). */
+function peakOf (pid, dir) {
+  try {
+    const st = fs.readFileSync(`/proc/${pid}/status`, 'utf8')
+    const kib = (k) => Number(new RegExp(`^${k}:\\s+(\\d+)`, 'm').exec(st)[1])
+    let m = null
+    try { m = JSON.parse(sh(`node ${CLI} status ${dir} --json`, '/', true)).memory } catch {}
+    return { peak: kib('VmHWM') / 1024, rss: kib('VmRSS') / 1024, m }
   } catch { return null }
 }
 
@@ -133,8 +155,10 @@ try {
         const dir = join(base, `${name}-${phase}-${run}`)
         const work = tgt.setup(dir, phase === 'existing')
         try {
+          const pid = tgt.stats ? cpfsPid(work) : null
           for (const [step, cmd] of steps) {
             if (tgt.stats) cpfsStats(work, true)
+            if (pid) resetPeak(pid)
             const t0 = process.hrtime.bigint()
             try {
               sh(cmd.replace('TARBALL', tarball).replace('RANDOM', random), work)
@@ -147,6 +171,7 @@ try {
             }
             const s = Number(process.hrtime.bigint() - t0) / 1e9
             ;((times[name] ??= {})[step] ??= []).push(s)
+            if (pid) peaks[step] = peakOf(pid, work)
             if (tgt.stats) {
               const ops = cpfsStats(work, false)
               if (ops) {
@@ -189,5 +214,19 @@ if (Object.keys(requests).length) {
   for (const [step] of STEPS) {
     const r = requests[step]
     if (r) console.log(`| ${step} | ${r.total} | ${r.median === null ? '—' : `≤ ${r.median} µs`} | ${r.top} |`)
+  }
+}
+
+if (Object.keys(peaks).length) {
+  const mib = (b) => b === undefined ? '—' : (b / 1024 / 1024).toFixed(0)
+  console.log('\nThe cpfs daemon\'s memory per step (MiB; peak: VmHWM during the step, the rest after it; last run):\n')
+  console.log('| step | peak RSS | RSS after | heap used | heap total | external | arrayBuffers | chunk cache | dirty |')
+  console.log('|---|---|---|---|---|---|---|---|---|')
+  for (const [step] of STEPS) {
+    const p = peaks[step]
+    if (!p) continue
+    const u = p.m?.usage ?? {}
+    const h = p.m?.held ?? {}
+    console.log(`| ${step} | ${p.peak.toFixed(0)} | ${p.rss.toFixed(0)} | ${mib(u.heapUsed)} | ${mib(u.heapTotal)} | ${mib(u.external)} | ${mib(u.arrayBuffers)} | ${mib(h.chunkCache)} | ${mib(h.dirty)} |`)
   }
 }
