@@ -128,14 +128,16 @@ function resetPeak (pid) {
   try { fs.writeFileSync(`/proc/${pid}/clear_refs`, '5') } catch {}
 }
 
-/** VmHWM and VmRSS of pid in MiB, and the daemon's own breakdown (status --json: memory). */
+/**
+ * VmHWM and VmRSS of pid in MiB (RssFile: mapped file pages, mostly LevelDB's tables, which it
+ * mmaps to read; page cache the kernel may take back, but counted in the resident size), and the daemon's own breakdown (status --json: memory). */
 function peakOf (pid, dir) {
   try {
     const st = fs.readFileSync(`/proc/${pid}/status`, 'utf8')
     const kib = (k) => Number(new RegExp(`^${k}:\\s+(\\d+)`, 'm').exec(st)[1])
     let m = null
     try { m = JSON.parse(sh(`node ${CLI} status ${dir} --json`, '/', true)).memory } catch {}
-    return { peak: kib('VmHWM') / 1024, rss: kib('VmRSS') / 1024, m }
+    return { peak: kib('VmHWM') / 1024, rss: kib('VmRSS') / 1024, anon: kib('RssAnon') / 1024, file: kib('RssFile') / 1024, m }
   } catch { return null }
 }
 
@@ -220,13 +222,13 @@ if (Object.keys(requests).length) {
 if (Object.keys(peaks).length) {
   const mib = (b) => b === undefined ? '—' : (b / 1024 / 1024).toFixed(0)
   console.log('\nThe cpfs daemon\'s memory per step (MiB; peak: VmHWM during the step, the rest after it; last run):\n')
-  console.log('| step | peak RSS | RSS after | heap used | heap total | external | arrayBuffers | chunk cache | dirty |')
-  console.log('|---|---|---|---|---|---|---|---|---|')
+  console.log('| step | peak RSS | RSS after | anon | file | heap used | heap total | external | arrayBuffers | chunk cache |')
+  console.log('|---|---|---|---|---|---|---|---|---|---|')
   for (const [step] of STEPS) {
     const p = peaks[step]
     if (!p) continue
     const u = p.m?.usage ?? {}
     const h = p.m?.held ?? {}
-    console.log(`| ${step} | ${p.peak.toFixed(0)} | ${p.rss.toFixed(0)} | ${mib(u.heapUsed)} | ${mib(u.heapTotal)} | ${mib(u.external)} | ${mib(u.arrayBuffers)} | ${mib(h.chunkCache)} | ${mib(h.dirty)} |`)
+    console.log(`| ${step} | ${p.peak.toFixed(0)} | ${p.rss.toFixed(0)} | ${p.anon.toFixed(0)} | ${p.file.toFixed(0)} | ${mib(u.heapUsed)} | ${mib(u.heapTotal)} | ${mib(u.external)} | ${mib(u.arrayBuffers)} | ${mib(h.chunkCache)} |`)
   }
 }
