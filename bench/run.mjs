@@ -123,6 +123,14 @@ function cpfsPid (dir) {
   try { return JSON.parse(sh(`node ${CLI} status ${dir} --json`, '/', true)).pid } catch { return null }
 }
 
+/** CPU seconds pid has used (user + system, its GC threads included): less noisy than wall time on a shared machine. */
+function cpuOf (pid) {
+  try {
+    const f = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ')
+    return (Number(f[11]) + Number(f[12])) / 100
+  } catch { return NaN }
+}
+
 /** Reset the high-water mark of pid's resident size (VmHWM): the next read is the peak since. */
 function resetPeak (pid) {
   try { fs.writeFileSync(`/proc/${pid}/clear_refs`, '5') } catch {}
@@ -161,6 +169,7 @@ try {
           for (const [step, cmd] of steps) {
             if (tgt.stats) cpfsStats(work, true)
             if (pid) resetPeak(pid)
+            const cpu0 = pid ? cpuOf(pid) : 0
             const t0 = process.hrtime.bigint()
             try {
               sh(cmd.replace('TARBALL', tarball).replace('RANDOM', random), work)
@@ -173,7 +182,7 @@ try {
             }
             const s = Number(process.hrtime.bigint() - t0) / 1e9
             ;((times[name] ??= {})[step] ??= []).push(s)
-            if (pid) peaks[step] = peakOf(pid, work)
+            if (pid) peaks[step] = { ...peakOf(pid, work), cpu: cpuOf(pid) - cpu0 }
             if (tgt.stats) {
               const ops = cpfsStats(work, false)
               if (ops) {
@@ -222,13 +231,13 @@ if (Object.keys(requests).length) {
 if (Object.keys(peaks).length) {
   const mib = (b) => b === undefined ? '—' : (b / 1024 / 1024).toFixed(0)
   console.log('\nThe cpfs daemon\'s memory per step (MiB; peak: VmHWM during the step, the rest after it; last run):\n')
-  console.log('| step | peak RSS | RSS after | anon | file | heap used | heap total | external | arrayBuffers | chunk cache |')
-  console.log('|---|---|---|---|---|---|---|---|---|---|')
+  console.log('| step | peak RSS | RSS after | anon | file | heap used | heap total | external | arrayBuffers | chunk cache | daemon CPU s |')
+  console.log('|---|---|---|---|---|---|---|---|---|---|---|')
   for (const [step] of STEPS) {
     const p = peaks[step]
-    if (!p) continue
+    if (!p || p.peak === undefined) continue
     const u = p.m?.usage ?? {}
     const h = p.m?.held ?? {}
-    console.log(`| ${step} | ${p.peak.toFixed(0)} | ${p.rss.toFixed(0)} | ${p.anon.toFixed(0)} | ${p.file.toFixed(0)} | ${mib(u.heapUsed)} | ${mib(u.heapTotal)} | ${mib(u.external)} | ${mib(u.arrayBuffers)} | ${mib(h.chunkCache)} |`)
+    console.log(`| ${step} | ${p.peak.toFixed(0)} | ${p.rss.toFixed(0)} | ${p.anon.toFixed(0)} | ${p.file.toFixed(0)} | ${mib(u.heapUsed)} | ${mib(u.heapTotal)} | ${mib(u.external)} | ${mib(u.arrayBuffers)} | ${mib(h.chunkCache)} | ${p.cpu.toFixed(1)} |`)
   }
 }
