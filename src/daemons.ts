@@ -14,6 +14,7 @@ import { runDaemon } from './daemon/daemon.js'
 import { checkFuse } from './fuse/mount.js'
 import { checkStoreOutside, isMounted, register, type Location } from './store/locate.js'
 import { reserveBytes } from './store/config.js'
+import { memoryBudgets } from './store/memory.js'
 import { checkNotNested } from './workspaces.js'
 
 export interface StartOptions {
@@ -121,11 +122,16 @@ export async function startDaemon (loc: Location, opts: StartOptions): Promise<R
   // V8's own heap limit (about 4 GB here) stopped a session of 1,000,000 files in the middle
   // of committing its plan while the machine had 15 GB free: the daemon may use up to three
   // quarters of the machine's memory before V8 gives up.
-  if (!nodeArgs.some(a => a.startsWith('--max-old-space-size'))) nodeArgs.unshift(`--max-old-space-size=${Math.floor(os.totalmem() / 1024 / 1024 * 0.75)}`)
+  // That ceiling is the heap budget when one is set (store/memory.ts).
+  const heap = memoryBudgets().heap ?? os.totalmem() * 0.75
+  for (const flag of [`--max-old-space-size=${Math.floor(heap / 1024 / 1024)}`, ...HEAP_FLAGS]) {
+    if (!nodeArgs.some(a => a.startsWith(flag.split('=')[0] + '='))) nodeArgs.unshift(flag)
+  }
   const child = spawn(process.execPath, [...nodeArgs, main, JSON.stringify({ loc, allowOther: Boolean(opts.allowOther) })], {
     detached: true,
     stdio: ['ignore', log, log, 'pipe'],
-    cwd: '/'
+    cwd: '/',
+    env: { ...MALLOC_ENV, ...process.env }
   })
   fs.closeSync(log)
   const pipe = child.stdio[3] as NodeJS.ReadableStream
@@ -146,6 +152,22 @@ export async function startDaemon (loc: Location, opts: StartOptions): Promise<R
   if (msg.error) throw new CpfsError(msg.error.code, msg.error.message, msg.error.hint)
   return msg.ready as ReadyInfo
 }
+
+/**
+ * How V8 grows the daemon's heap (docs/decisions.md, "Bounded daemon memory"). With a ceiling
+ * of GBs V8 lets the old generation grow 4× past what is live before collecting, and the young
+ * generation takes 16 MiB semi-spaces: most of the daemon's resident size was garbage.
+ */
+export const HEAP_FLAGS = ['--heap-growing-percent=50', '--max-semi-space-size=4']
+
+/**
+ * glibc's allocator for the daemon (the user's own MALLOC_* or GLIBC_TUNABLES win). LevelDB
+ * and the libuv threads that run it each got an arena of their own, and freed memory stayed
+ * in them: most of the resident size the V8 heap and Buffers did not explain. Two arenas; and a
+ * fixed mmap threshold of one chunk (64 KiB), so chunk and request buffers are given back to
+ * the system when freed instead of raising the threshold and staying in a fragmented arena.
+ */
+const MALLOC_ENV = { MALLOC_ARENA_MAX: '2', MALLOC_MMAP_THRESHOLD_: String(64 * 1024) }
 
 /** Refuse to mount when the store's disk is already below the reserve: every write would fail. */
 function checkStoreSpace (store: string): void {

@@ -6,7 +6,7 @@
 import { readFileSync } from 'node:fs'
 import { isAbsolute, join, relative, resolve } from 'node:path'
 import { call, PING_TIMEOUT_MS, type CallOptions } from './client.js'
-import type { ArgsOf, DaemonStatus, CommandName, Request, ResultOf } from './protocol.js'
+import type { ArgsOf, DaemonStatus, CommandName, MemoryStatus, Request, ResultOf } from './protocol.js'
 import { CpfsError, isCpfsError } from '../errors.js'
 import type { WatchInfo, WatchStatus } from '../store/underneath.js'
 import { normaliseUserPath } from '../paths/paths.js'
@@ -104,6 +104,8 @@ export interface StatusInfo {
   ops?: { counts: Record<string, number>, ms: Record<string, number>, hist?: number[] }
   /** Mounted: the watch of writes made underneath the mount (daemon/underneath.ts). */
   underneath?: WatchStatus | WatchInfo
+  /** Mounted: the daemon's memory, budgets and what its caches hold (DaemonStatus.memory). */
+  memory?: MemoryStatus
 }
 
 /** Status of a mounted workspace from its daemon's answer. */
@@ -111,6 +113,7 @@ export function statusFromDaemon (loc: Location, s: DaemonStatus, storeBytes = d
   const out: StatusInfo = { workspace: loc.workspace, mounted: true, stale: false, pid: s.pid, head: s.head, turns: s.turns, pending: s.pending, redo: s.redo, store: loc.store, storeBytes, skipped: s.skipped, ops: s.ops }
   if (s.spaceRefusedAt) out.spaceRefusedAt = s.spaceRefusedAt
   if (s.underneath) out.underneath = s.underneath
+  if (s.memory) out.memory = s.memory
   return out
 }
 

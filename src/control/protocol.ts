@@ -20,6 +20,7 @@ import type { PlanSummary } from '../plans/finish.js'
 import type { ProgressEvent } from '../progress.js'
 import type { TurnInfo } from '../session/reports.js'
 import type { SessionStatus } from '../session/session.js'
+import type { MemoryBudgets } from '../store/memory.js'
 
 /** What the daemon reports of its mount (`status`). */
 export interface DaemonStatus extends SessionStatus {
@@ -29,6 +30,15 @@ export interface DaemonStatus extends SessionStatus {
   /** FUSE nodes the kernel holds. */
   nodes: number
   underneath: WatchStatus | WatchInfo
+  /** The daemon's memory: what it uses (process.memoryUsage), its budgets, and what its caches hold. */
+  memory: MemoryStatus
+}
+
+export interface MemoryStatus {
+  usage: { rss: number, heapTotal: number, heapUsed: number, external: number, arrayBuffers: number }
+  budgets: MemoryBudgets
+  /** Bytes held now: the chunk read cache, chunks queued for a batch, chunks in flight to LevelDB, written bytes not yet in a batch. */
+  held: { chunkCache: number, pending: number, inflight: number, dirty: number }
 }
 
 /** What a turn number change did (rewind, undo, redo): the head now, and how many turns were dropped. */

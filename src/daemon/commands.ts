@@ -4,7 +4,7 @@
 import type { Channel } from '../fuse/channel.js'
 import type { FuseOps } from '../fuse/ops.js'
 import { newStats } from '../fuse/stats.js'
-import type { Handlers, UnmountResult } from '../control/protocol.js'
+import type { Handlers, MemoryStatus, UnmountResult } from '../control/protocol.js'
 import { forkView } from '../plans/fork.js'
 import type { Faults } from '../plans/faults.js'
 import { cutPaths, diffTurns, logWithLines, previewRewind } from '../reports/preview.js'
@@ -24,6 +24,16 @@ export interface DaemonParts {
   shutdown: (mode: 'apply' | 'discard', force: boolean) => Promise<UnmountResult>
 }
 
+/** What the daemon's memory holds now, and its budgets (store/memory.ts). */
+export function memoryStatus (session: Session): MemoryStatus {
+  const { rss, heapTotal, heapUsed, external, arrayBuffers } = process.memoryUsage()
+  return {
+    usage: { rss, heapTotal, heapUsed, external, arrayBuffers },
+    budgets: session.budgets,
+    held: { chunkCache: session.chunks.cachedBytes, pending: session.chunks.pendingBytes(), inflight: session.persister.inflight, dirty: session.persister.unflushed }
+  }
+}
+
 export function daemonHandlers (d: DaemonParts): Handlers {
   const { session, views } = d
   return {
@@ -34,7 +44,8 @@ export function daemonHandlers (d: DaemonParts): Handlers {
       pid: process.pid,
       ops: d.ch.stats,
       nodes: d.ops.nodes.size,
-      underneath: d.underneath instanceof Underneath ? d.underneath.status() : d.underneath
+      underneath: d.underneath instanceof Underneath ? d.underneath.status() : d.underneath,
+      memory: memoryStatus(session)
     }),
     'reset-stats': () => { d.ch.stats = newStats(); return null },
     turn: async (a) => ({ head: await session.turn({ message: a.message, prompt: a.prompt, id: a.id }) }),

@@ -6,7 +6,7 @@ import * as fs from 'node:fs'
 import { join } from 'node:path'
 import { CpfsError } from '../errors.js'
 import { dispatcher, serve } from '../control/server.js'
-import { daemonHandlers } from './commands.js'
+import { daemonHandlers, memoryStatus } from './commands.js'
 import { ViewInvalidation } from './invalidation.js'
 import { Shutdown } from './shutdown.js'
 import { Channel } from '../fuse/channel.js'
@@ -96,6 +96,19 @@ async function openSession (opts: DaemonOptions, dirFd: number, faults: Faults):
   return { session, recovered, outside }
 }
 
+/**
+ * CPFS_MEMORY_LOG=ms: a line of the daemon's memory (status's memory field) to its log every
+ * ms milliseconds, to see where it goes during a workload (bench/run.mjs reports peaks per step).
+ */
+function logMemory (session: Session): void {
+  const ms = Number(process.env.CPFS_MEMORY_LOG ?? 0)
+  if (!(ms > 0)) return
+  setInterval(() => {
+    const m = memoryStatus(session)
+    process.stderr.write(`cpfs daemon: memory ${Date.now()} ${JSON.stringify({ ...m.usage, ...m.held })}\n`)
+  }, ms).unref()
+}
+
 /** faults: what the tests make go wrong in the plans the daemon runs (plans/faults.ts); none in production. */
 export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) => void, faults: Faults = NO_FAULTS): Promise<void> {
   const { loc } = opts
@@ -157,5 +170,6 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
   process.on('SIGINT', () => onSignal('SIGINT'))
   process.on('SIGHUP', () => onSignal('SIGHUP'))
 
+  logMemory(session)
   ready({ pid: process.pid, head: session.head, workspace: loc.workspace, store: loc.store, recovered, watch: watchInfo, ...(outside ? { outside } : {}) })
 }

@@ -209,7 +209,9 @@ export class FileData {
         if (idx * CHUNK_SIZE < srcEnd) e.chunks.set(idx, null)
         else e.chunks.delete(idx)
       } else {
-        e.chunks.set(idx, this.chunks.put(piece, true))
+        // A whole chunk's buffer is handed over, not copied (it is dropped from dirty below);
+        // a shorter piece is copied, so its 64 KiB buffer is not held for a few bytes.
+        e.chunks.set(idx, this.chunks.put(piece, true, valid === d.length))
       }
     }
     node.dirty.clear()

@@ -19,7 +19,7 @@ import { isInoKey, type LiveEntry, type Whiteout } from '../store/entries.js'
 import { fingerprintDrift, fingerprintOf, type Fingerprint, type RealStat } from '../store/fingerprints.js'
 import type { BatchOp } from '../store/keys.js'
 import type { Store } from '../store/store.js'
-import { PERSIST_BYTES, type Persister } from './persister.js'
+import type { Persister } from './persister.js'
 import type { Space } from './space.js'
 
 /** Real files up to this size have their original bytes kept at the first write (onCopyUp). */
@@ -189,7 +189,7 @@ export class RealCapture {
       if (n % 16 !== 0) continue // 1 MiB between turns of the event loop
       await new Promise(resolve => setImmediate(resolve))
       if (this.quiet) return void steps.return(undefined as any)
-      if (this.chunks.pendingBytes() >= PERSIST_BYTES) await this.persister.persist(false)
+      if (this.chunks.pendingBytes() >= this.persister.budgets.dirty) await this.persister.persist(false)
       await this.persister.backpressure()
     }
     const after = lstatReal(this.lower, p)

@@ -10,6 +10,7 @@ import type { Store } from '../store/store.js'
 import { BatchChain } from './batch-chain.js'
 import type { HeadChunks } from './head-chunks.js'
 import type { Space } from './space.js'
+import { DEFAULT_BUDGETS, type MemoryBudgets } from '../store/memory.js'
 
 /** What the persister reads of the overlay: the head layer, and its entries with open files' data hashed in. */
 export type HeadSource = Pick<Overlay, 'head' | 'settled' | 'unsettled'>
@@ -21,10 +22,6 @@ const WAL_RECORD_BYTES = 1024 * 1024
 const WAL_MAX_BYTES = 16 * 1024 * 1024
 /** CPFS_WAL=0: every durable answer waits for LevelDB, as before the log (for measuring). */
 const WAL_ON = process.env.CPFS_WAL !== '0'
-/** Chunk bytes in flight to LevelDB above which writes wait (see backpressure()). */
-const MAX_INFLIGHT_BYTES = 64 * 1024 * 1024
-/** Written bytes that make a batch at once instead of after PERSIST_DELAY_MS. */
-export const PERSIST_BYTES = 16 * 1024 * 1024
 
 /** What the persister writes besides the head's entries, from the parts that own it. */
 export interface PersistSources {
@@ -43,6 +40,11 @@ export class Persister {
   private collecting: Set<string> | null = null
   private timer: NodeJS.Timeout | null = null
   private unflushedBytes = 0
+
+  /** Written bytes not yet in a batch (bounded by the dirty budget). */
+  get unflushed (): number {
+    return this.unflushedBytes
+  }
   private readonly chain: BatchChain
   private soon: Promise<void> | null = null
 
@@ -52,7 +54,14 @@ export class Persister {
     private readonly overlay: HeadSource,
     private readonly headChunks: HeadChunks,
     space: Space,
-    private readonly sources: PersistSources
+    private readonly sources: PersistSources,
+    /**
+     * dirty: written bytes that make a batch at once instead of after PERSIST_DELAY_MS (each
+     * write's chunks wait in its node until a batch hashes them in, so this bounds them);
+     * inflight: chunk bytes in flight to LevelDB above which writes wait (see backpressure()).
+     * Both from store/memory.ts.
+     */
+    readonly budgets: Pick<MemoryBudgets, 'dirty' | 'inflight'> = DEFAULT_BUDGETS
   ) {
     this.chain = new BatchChain(store, chunks, headChunks, space)
   }
@@ -109,7 +118,7 @@ export class Persister {
 
   noteWritten (bytes: number): void {
     this.unflushedBytes += bytes
-    if (this.unflushedBytes >= PERSIST_BYTES) this.persist(false)?.catch(() => {})
+    if (this.unflushedBytes >= this.budgets.dirty) this.persist(false)?.catch(() => {})
   }
 
   /** A batch soon (PERSIST_DELAY_MS), for changes that came without one. */
@@ -154,7 +163,9 @@ export class Persister {
       this.metaDirty = false
     }
     if (retrying) lastOpPerKey(ops)
-    this.unflushedBytes = 0
+    // A batch for durability only (metaOnly) leaves files being written for the next one: their
+    // written bytes still count against the dirty budget.
+    if (!metaOnly || this.dataOnly.size === 0) this.unflushedBytes = 0
     // A log that keeps growing (LevelDB never caught up with it while busy) is drained by one
     // batch that is not logged: nothing is logged while it is on its way, so it empties the log.
     if (!sync && !retrying && this.chain.unlogged === 0 && bytes <= WAL_RECORD_BYTES && this.store.wal.size < WAL_MAX_BYTES && WAL_ON) {
@@ -236,11 +247,11 @@ export class Persister {
   }
 
   /**
-   * Writers faster than the store: once more than MAX_INFLIGHT_BYTES wait for LevelDB, a
+   * Writers faster than the store: once more than the inflight budget waits for LevelDB, a
    * WRITE is answered only when the queue has drained (the daemon's memory stays bounded).
    */
   backpressure (): Promise<void> | null {
-    return this.inflight > MAX_INFLIGHT_BYTES ? this.chain.settled : null
+    return this.inflight > this.budgets.inflight ? this.chain.settled : null
   }
 
   /**

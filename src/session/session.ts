@@ -18,6 +18,7 @@ import { Lower } from '../real/lower.js'
 import { Overlay } from '../overlay/overlay.js'
 import { View } from '../overlay/view.js'
 import { ChunkStore } from '../store/chunks.js'
+import { memoryBudgets, type MemoryBudgets } from '../store/memory.js'
 import { decode } from '../store/codec.js'
 import type { Entry } from '../store/entries.js'
 import { SKIPPED_KEY, type BatchOp } from '../store/keys.js'
@@ -63,6 +64,8 @@ export class Session {
   /** When this process opened the history (ms): the start of a mount. */
   readonly openedAt = Date.now()
   private readonly headChunks: HeadChunks
+  /** The memory budgets this session was opened with (store/memory.ts). */
+  readonly budgets: MemoryBudgets = memoryBudgets()
 
   /**
    * Called after the session changed the view on its own (rewind, redo, undo, restore) with
@@ -73,7 +76,7 @@ export class Session {
   private constructor (store: Store, workspace: string, dirFd: number, base: Map<string, Entry>) {
     this.store = store
     this.workspace = workspace
-    this.chunks = new ChunkStore(store)
+    this.chunks = new ChunkStore(store, this.budgets.chunkCache)
     this.lower = new Lower(dirFd, base, this.chunks)
     this.history = new History(store)
     this.overlay = new Overlay(new View(this.lower), new Map(), this.lower, this.chunks, {
@@ -91,7 +94,7 @@ export class Session {
     this.persister = new Persister(store, this.chunks, this.overlay, this.headChunks, this.space, {
       headLayer: () => this.history.headLayer,
       fingerprintOps: () => this.capture.fingerprintOps()
-    })
+    }, this.budgets)
     this.capture = new RealCapture(store, this.chunks, this.lower, this.overlay, this.persister, this.space)
   }
 

@@ -48,9 +48,17 @@ export class ChunkStore {
   private readonly known = new Set<string>()
   private readonly cache = new Map<string, Buffer>()
   private cacheBytes = 0
+  /** The read cache's budget (memory.ts: chunkCache). */
+  private readonly cacheLimit: number
 
-  constructor (store: Store) {
+  constructor (store: Store, cacheLimit = CACHE_BYTES) {
     this.store = store
+    this.cacheLimit = cacheLimit
+  }
+
+  /** Bytes in the read cache. */
+  get cachedBytes (): number {
+    return this.cacheBytes
   }
 
   /**
@@ -61,8 +69,8 @@ export class ChunkStore {
    */
   readonly headOnly = new Set<string>()
 
-  /** Hash `data`, queue it unless already stored, and return the hash. */
-  put (data: Buffer, forHead = false): Buffer {
+  /** Hash `data`, queue it unless already stored, and return the hash. `owned`: the caller lets go of data (no copy). */
+  put (data: Buffer, forHead = false, owned = false): Buffer {
     const hash = hashChunk(data)
     const hex = hash.toString('hex')
     if (this.pending.has(hex) || this.known.has(hex)) {
@@ -75,7 +83,7 @@ export class ChunkStore {
       return hash
     }
     // Copy: callers reuse their buffers.
-    this.pending.set(hex, Buffer.from(data))
+    this.pending.set(hex, owned ? data : Buffer.from(data))
     if (forHead) this.headOnly.add(hex)
     return hash
   }
@@ -179,7 +187,7 @@ export class ChunkStore {
     if (this.cache.has(hex)) return
     this.cache.set(hex, data)
     this.cacheBytes += data.length
-    while (this.cacheBytes > CACHE_BYTES) {
+    while (this.cacheBytes > this.cacheLimit) {
       const first = this.cache.keys().next().value as string
       this.cacheBytes -= this.cache.get(first)!.length
       this.cache.delete(first)

@@ -6,6 +6,7 @@ import { mkdirSync, statSync } from 'node:fs'
 import { INTEGRITY_KEY, checkOnOpen, closeWitness, writeWitness, type StoreProblem } from './integrity.js'
 import { corruptHint, levelError } from './damage.js'
 import { join } from 'node:path'
+import { memoryBudgets } from './memory.js'
 import { reserveBytes } from './config.js'
 import { CpfsError, isCpfsError } from '../errors.js'
 import { makePrivate } from './locate.js'
@@ -94,7 +95,7 @@ export class Store {
 
   private constructor (path: string) {
     this.path = path
-    this.db = new ClassicLevel<string, Buffer>(join(path, 'db'), { keyEncoding: 'utf8', valueEncoding: 'buffer', writeBufferSize: writeBufferFor(reserveBytes()) })
+    this.db = new ClassicLevel<string, Buffer>(join(path, 'db'), { keyEncoding: 'utf8', valueEncoding: 'buffer', writeBufferSize: writeBufferFor(reserveBytes()), cacheSize: memoryBudgets().levelCache })
   }
 
   /** Open (and with `create`, initialise) the store at `path`. */
