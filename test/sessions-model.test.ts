@@ -22,6 +22,10 @@ type Tree = Record<string, ManifestEntry>
 // Five sequences, each mounting, unmounting and killing daemons dozens of times: 70 to 310 s
 // each on a loaded 2-core VM, more than tap's 600 s per file. A hang guard, not a deadline.
 t.setTimeout(1_800_000)
+// The sequences share nothing (each has its own workspace, store and daemons) and spend most
+// of their time waiting for daemons to start and stop: three at a time cut the file's time in
+// CI without changing what it covers.
+t.jobs = Number(process.env.CPFS_SESSIONS_JOBS ?? 3)
 
 if (fuseAvailable(t)) {
   const runs: Array<{ seed: number, lower: string, title: string }> = []
