@@ -68,8 +68,11 @@ export class ChunkStore {
    */
   readonly headOnly = new Set<string>()
 
-  /** Hash `data`, queue it unless already stored, and return the hash. */
-  put (data: Buffer, forHead = false): Buffer {
+  /**
+   * Hash `data`, queue it unless already stored, and return the hash. `owned`: the caller
+   * gives the buffer up (it never writes to it again), so it is queued without a copy.
+   */
+  put (data: Buffer, forHead = false, owned = false): Buffer {
     const hash = hashChunk(data)
     const hex = hash.toString('hex')
     if (this.pending.has(hex) || this.known.has(hex)) {
@@ -82,7 +85,7 @@ export class ChunkStore {
       return hash
     }
     // Copy: callers reuse their buffers.
-    this.pending.set(hex, Buffer.from(data))
+    this.pending.set(hex, owned ? data : Buffer.from(data))
     if (forHead) this.headOnly.add(hex)
     return hash
   }
