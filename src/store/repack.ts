@@ -51,8 +51,10 @@ export async function reclaimPacks (store: Store, live: Map<number, PackLive>, f
   let moved: number[] = []
   let packsRepacked = 0
   const commit = async (): Promise<void> => {
+    if (moved.length) crashPoint('copied')
     // Synced: the copies are fdatasynced first (Store.batch), then the references switch.
     if (ops.length) await store.batch(ops, true)
+    if (moved.length) crashPoint('switched')
     for (const id of moved) {
       freed.bytesFreed += packs.size(id) - live.get(id)!.bytes
       packs.remove(id)
@@ -78,4 +80,13 @@ export async function reclaimPacks (store: Store, live: Map<number, PackLive>, f
   }
   await commit()
   return { packsDeleted, packsRepacked }
+}
+
+/**
+ * Test hook (test/crash.test.ts): CPFS_TEST_CRASH_IN_REPACK=copied|switched kills this process
+ * with SIGKILL once a repack has copied live chunks (before their references switch), or
+ * switched them (before the old pack is deleted).
+ */
+function crashPoint (at: 'copied' | 'switched'): void {
+  if (process.env.CPFS_TEST_CRASH_IN_REPACK === at) process.kill(process.pid, 'SIGKILL')
 }
