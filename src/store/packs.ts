@@ -176,6 +176,11 @@ export class PackSet {
     }
   }
 
+  /** fdatasync these packs now (those a replayed write-ahead log refers to). */
+  syncNow (ids: number[]): void {
+    for (const id of ids) if (this.names.has(id)) fs.fdatasyncSync(this.fd(id))
+  }
+
   /** Seal the open pack, if any: renamed to its content name, never written again. */
   seal (): void {
     const a = this.active

@@ -11,7 +11,7 @@ import { CpfsError, isCpfsError } from '../errors.js'
 import { makePrivate } from './locate.js'
 import { decode, decodeEntry, encode, encodeEntry } from './codec.js'
 import type { Entry } from './entries.js'
-import { LEGACY_CHUNK_PREFIX, META_KEY, baseKey, entryPrefix, prefixEnd, refKey, turnKey, type BatchOp } from './keys.js'
+import { LEGACY_CHUNK_PREFIX, META_KEY, REF_PREFIX, baseKey, entryPrefix, prefixEnd, refKey, turnKey, type BatchOp } from './keys.js'
 import { FINGERPRINT_PREFIX, fingerprintKey, storedFingerprint, type Fingerprint } from './fingerprints.js'
 import { WAL_SEQ_KEY, Wal, walCorrupt, walSeqOp } from './wal.js'
 import { PackSet } from './packs.js'
@@ -252,6 +252,11 @@ export class Store {
       this.walProblems.push({ kind: 'lost', error })
     }
     const records = scan.records.filter(r => r.seq > applied)
+    // The packs the replayed references name were written by a process that is gone, maybe
+    // never synced: on the disk before the synced batch below makes the references durable.
+    const named = new Set<number>()
+    for (const r of records) for (const op of r.ops) if (op.type === 'put' && op.key[0] === REF_PREFIX) named.add(decodeStored(this, op.key, () => decodeRef(op.value)).pack)
+    this.packs.syncNow([...named])
     for (const [i, r] of records.entries()) {
       await this.db.batch([...r.ops, walSeqOp(r.seq)] as any, { sync: i === records.length - 1 })
     }
