@@ -119,7 +119,7 @@ if (fuseAvailable(t)) {
     t.equal(fs.statSync(join(w.ws, 'big2')).ino, bigIno, 'the real hard link is kept: one inode')
     t.ok(fs.readFileSync(join(w.ws, 'big2')).equals(big), 'and the other name shows the edit')
     t.equal(fs.statSync(join(w.ws, 'x')).mode & 0o777, 0o600)
-    t.equal(await storeVersion(store), 4, 'the store is version 4 after its first write (an older cpfs refuses it)')
+    t.equal(await storeVersion(store), 5, 'the store is version 5 after its first write (an older cpfs refuses it)')
     w.ok('rewind', '1', w.ws)
     t.equal(fs.readFileSync(join(w.ws, 'big2'), 'utf8'), 'L'.repeat(100000), 'turn 1 rewinds to the original')
     t.equal(fs.statSync(join(w.ws, 'big')).ino, bigIno, 'still one real file with two names')
@@ -255,10 +255,69 @@ if (fuseAvailable(t)) {
     const db = new ClassicLevel<string, Buffer>(join(store, 'db'), { keyEncoding: 'utf8', valueEncoding: 'buffer' })
     await db.open()
     const out = new Map<string, any>()
-    for await (const [k, v] of db.iterator()) if (k[0] !== 'c') out.set(k, packr.unpack(v))
+    for await (const [k, v] of db.iterator()) if (k[0] !== 'c') out.set(k, k[0] === 'r' ? v : packr.unpack(v))
     await db.close()
     return out
   }
+
+  t.test('a version-4 store (test/fixtures/store-v4): its write-ahead log (chunk bytes in it) replays, every turn shows and rewinds byte-exact, chunks stay readable in LevelDB, new ones go to pack files', async t => {
+    const fixture = join(ROOT, 'test', 'fixtures', 'store-v4')
+    const expected = JSON.parse(fs.readFileSync(join(fixture, 'expected.json'), 'utf8'))
+    const w = workspace(t)
+    const img = join(dirname(w.ws), 'real.img')
+    fs.writeFileSync(img, gunzipSync(fs.readFileSync(join(fixture, 'real.img.gz'))))
+    w.run(`mount -o loop ${img} ${w.ws}`)
+    const store = registered(w)
+    w.run(`tar -C ${store} -xzf ${join(fixture, 'store.tar.gz')}`)
+    t.equal(fs.statSync(join(store, 'wal')).size, expected.walBytes, 'the last turn is in the old write-ahead log only')
+    const db = new ClassicLevel<string, Buffer>(join(store, 'db'), { keyEncoding: 'utf8', valueEncoding: 'buffer' })
+    await db.open()
+    const meta = packr.unpack(await db.get('m'))
+    t.equal(meta.version, 4, 'the fixture is a version-4 store')
+    await db.put('m', packr.pack({ ...meta, workspace: w.ws }))
+    // The log's records carry the metadata too: the workspace is here now in them as well.
+    const old = Wal.open(store)
+    const logged = old.records(store)
+    old.close()
+    fs.rmSync(join(store, 'wal'))
+    const wal = Wal.open(store)
+    wal.seq = logged[0].seq - 1
+    for (const r of logged) wal.append(r.ops.map(op => op.type === 'put' && op.key === 'm' ? { ...op, value: packr.pack({ ...packr.unpack(op.value), workspace: w.ws }) } : op))
+    wal.close()
+    t.ok(logged.some(r => r.ops.some(op => op.key[0] === 'c')), 'with chunk puts in its records')
+    let legacy = 0
+    for await (const k of db.keys({ gte: 'c', lt: 'c\uffff' })) if (k) legacy++
+    await db.close()
+    t.ok(legacy >= 5, `its chunks are LevelDB values (${legacy})`)
+
+    t.same(JSON.parse(w.ok('log', w.ws, '--json')).map((l: any) => l.changes.length > 0), [true, true, true], 'the old history reads, the logged turn included')
+    w.ok('mount', w.ws)
+    t.same(view(w.ws), expected.head, 'the mount shows the head as the killed daemon had answered it')
+    for (const turn of [3, 2, 1]) {
+      w.ok('rewind', String(turn), w.ws)
+      t.same(view(w.ws), expected.turns[turn], `rewound to the start of turn ${turn}: byte-exact`)
+    }
+    for (let turn = 1; turn < 3; turn++) w.ok('redo', w.ws)
+    w.ok('redo', w.ws)
+    t.same(view(w.ws), expected.head, 'and redo brings the head back')
+    const fresh = Buffer.alloc(3 * CHUNK + 11, 'N')
+    fresh.write('a new file after the upgrade', 1000)
+    fs.writeFileSync(join(w.ws, 'after.bin'), fresh)
+    w.ok('turn', w.ws)
+    w.ok('unmount', w.ws)
+    t.ok(fs.readFileSync(join(w.ws, 'after.bin')).equals(fresh), 'a write after the upgrade is applied byte-exact')
+    t.equal(createHash('sha256').update(fs.readFileSync(join(w.ws, 'wal.bin'))).digest('hex'), expected.head.tree['wal.bin'].sha, 'and so is a file that was only in the old log')
+    const packs = fs.readdirSync(join(store, 'packs'))
+    t.ok(packs.length >= 1 && packs.every(n => /^\d{10}-[0-9a-f]{64}\.pack$/.test(n)), `new chunks are in sealed pack files: ${packs.join(' ')}`)
+    const now = await records(store)
+    t.equal(now.get('m').version, 5, 'the store is version 5')
+    t.ok([...now.keys()].some(k => k[0] === 'r'), 'LevelDB holds references to pack bytes')
+    t.equal(w.cpfs('fsck', w.ws).code, 0, 'cpfs fsck finds nothing wrong (old chunks in LevelDB, new ones in packs)')
+    w.ok('mount', w.ws)
+    w.ok('rewind', '1', w.ws)
+    t.same(view(w.ws), expected.turns[1], 'turn 1 still rewinds byte-exact after all that')
+    w.ok('unmount', w.ws, '--discard')
+  })
 
   t.test('a version-3 store (test/fixtures/store-v3): its interrupted plan finishes, every turn shows and rewinds, and it becomes version 4', async t => {
     const fixture = join(ROOT, 'test', 'fixtures', 'store-v3')
@@ -291,7 +350,7 @@ if (fuseAvailable(t)) {
     t.same(applied.tree['tagged.txt'].xattrs, ['user.color="red"'], 'the journal finished as version 3 planned it')
     applied.tree['tagged.txt'].xattrs = expected.head.tree['tagged.txt'].xattrs
     t.same(applied, expected.head, 'the real directory holds the head turn: content, modes, xattrs (set after the crash from the old journal), hard links')
-    t.equal((await records(store)).get('m').version, 4, 'the store is version 4 after its first write (an older cpfs refuses it)')
+    t.equal((await records(store)).get('m').version, 5, 'the store is version 5 after its first write (an older cpfs refuses it)')
 
     w.ok('mount', w.ws)
     t.same(view(w.ws), expected.head, 'the mount shows the same tree')
@@ -312,7 +371,7 @@ if (fuseAvailable(t)) {
 
     // On disk: what was written since the upgrade has the readable names only.
     const now = await records(store)
-    t.equal(now.get('m').version, 4)
+    t.equal(now.get('m').version, 5)
     const legacy = ['t', 'n', 'x', 'o', 'd']
     const written = [...now].filter(([k]) => k[0] === 'e' && Number(k.slice(1, 11)) > 3)
     t.ok(written.length >= 5, 'the layers made after the upgrade')
@@ -352,12 +411,12 @@ t.test('a version-3 store whose last batches are in the write-ahead log: replaye
   t.notOk('t' in a || 'n' in a || 'x' in a || 'd' in a, 'and none of the old')
   t.same(layer.get('/b'), { kind: 'h', ino: 2 ** 52 + 2, newInTurn: 1 })
   t.same((await s.loadFingerprints()).get('/a'), { type: null, ino: 0, size: 0, mode: 0, mtime: 0, mtimeNs: 0, ctime: 0, ctimeNs: 0, at: now }, 'a fingerprint too')
-  t.equal(s.meta.version, 4, 'version 4 in memory')
+  t.equal(s.meta.version, 5, 'version 5 in memory')
   await s.batch([{ type: 'put', key: 't0000000001', value: packr.pack({ layer: 1, openedAt: now, message: 'x' }) }])
   await s.close()
   const check = new ClassicLevel<string, Buffer>(join(dir, 'db'), { keyEncoding: 'utf8', valueEncoding: 'buffer' })
   await check.open()
   const m = packr.unpack(await check.get('m'))
   await check.close()
-  t.same({ version: m.version, stack: m.stack, nextIno: m.nextIno }, { version: 4, stack: [1], nextIno: 2 ** 52 + 3 }, 'a batch without the metadata saved it as version 4, otherwise as it was')
+  t.same({ version: m.version, stack: m.stack, nextIno: m.nextIno }, { version: 5, stack: [1], nextIno: 2 ** 52 + 3 }, 'a batch without the metadata saved it as version 5, otherwise as it was')
 })

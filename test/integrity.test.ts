@@ -1,5 +1,5 @@
 // A store that detects its own damage (issue 18, items 7 and 3). Real mounts, the daemon in its
-// own process, real files: flipped bytes in a LevelDB table or log, in cpfs's write-ahead log,
+// own process, real files: flipped bytes in a pack file, a LevelDB table or log, in cpfs's write-ahead log,
 // or a LevelDB log cut short. Reading gives EIO (never wrong bytes), commands fail with one
 // line naming `cpfs fsck`, nothing in the real directory changes, and `cpfs fsck` says what
 // is damaged; a table block one changed byte explains, it puts right by the block's CRC.
@@ -74,18 +74,17 @@ async function crash (w: Env): Promise<void> {
 const WAL_ONLY = { env: { CPFS_WAL_SUBMIT_MS: '600000' } }
 
 if (fuseAvailable(t)) {
-  // Two flipped bytes: one fsck would put back by the table's checksum (the entry record test
-  // below); two it cannot, so the chunk goes and reading it keeps failing.
-  t.test('two flipped bytes in a chunk in a LevelDB table: EIO on read, diff and apply fail with one line, fsck names the file', async t => {
+  // Two flipped bytes in the bytes of a chunk, in the pack file that holds them (chunk bytes
+  // live in pack files, not in LevelDB: store/packs.ts). Nothing can put them back but the real
+  // directory, which here does not hold the file: the chunk stays damaged and reading it keeps failing.
+  t.test('two flipped bytes in a chunk in a pack file: EIO on read, diff and apply fail with one line, fsck names the file and the pack', async t => {
     const w = workspace(t, 'echo keep > keep.txt')
     w.ok('mount', w.ws)
     fs.writeFileSync(join(w.ws, 'big.txt'), payload('a'))
     w.ok('turn', w.ws, '-m', 'wrote big.txt')
     const store = storeDir(w)
     await stopDaemon(w.home, w.ws)
-    // Opening the store (log, not mounted) turns LevelDB's log into a table.
-    w.ok('log', w.ws)
-    flipAfterMark(join(store, 'db'), /\.ldb$/, [2000, 2600])
+    const pack = flipAfterMark(join(store, 'packs'), /\.pack$/, [2000, 2600])
     const real = manifest(w.ws)
 
     const diff = w.cpfs('diff', '1', w.ws)
@@ -98,7 +97,7 @@ if (fuseAvailable(t)) {
     t.not(fsck.code, 0, 'fsck finds the damage')
     t.match(fsck.stdout + fsck.stderr, /big\.txt/, 'and names the file that is lost')
     t.match(fsck.stdout + fsck.stderr, /turn 1/, 'and the turn')
-    t.match(fsck.stdout, /^damaged: table \d+\.ldb: data block at \d+ \(\d+ bytes\) fails its checksum: no single changed byte explains it/m, 'and the table')
+    t.ok((fsck.stdout + fsck.stderr).includes(`pack ${pack.split('/').pop()} at byte`), 'and where the bytes are')
 
     const ap = w.cpfs('unmount', w.ws)
     t.not(ap.code, 0, 'applying the pending turn fails')
@@ -112,8 +111,8 @@ if (fuseAvailable(t)) {
     t.notMatch(cat.stdout, /./, 'and no wrong bytes')
     t.equal(w.run('cat keep.txt'), 'keep\n', 'other files read fine')
     const log = fs.readFileSync(w.run('find "$CPFS_HOME" -name daemon.log').trim(), 'utf8')
-    t.comment(log.split('\n').filter(l => /missing/.test(l))[0])
-    t.match(log, /chunk [0-9a-f]{64} is missing/, 'the daemon log says why')
+    t.comment(log.split('\n').filter(l => /damaged/.test(l))[0])
+    t.match(log, /chunk [0-9a-f]{64} in store .* is damaged/, 'the daemon log says why')
     w.ok('unmount', w.ws, '--discard')
   })
 
@@ -171,10 +170,11 @@ if (fuseAvailable(t)) {
     const w = workspace(t, 'echo keep > keep.txt')
     w.ok('mount', w.ws)
     fs.writeFileSync(join(w.ws, 'big.txt'), payload('b'))
-    w.ok('turn', w.ws, '-m', 'wrote big.txt')
+    // The chunk's bytes are in a pack file: the byte flipped is in the sealing batch's turn record.
+    w.ok('turn', w.ws, '-m', MARK + ' wrote big.txt, a message long enough to flip a byte in')
     const store = storeDir(w)
     await stopDaemon(w.home, w.ws)
-    flipAfterMark(join(store, 'db'), /\.log$/)
+    flipAfterMark(join(store, 'db'), /\.log$/, [40])
     const r = w.cpfs('log', w.ws)
     t.equal(r.code, 1, 'opening the store refuses')
     t.match(r.stderr, /^cpfs: store .* lost .*\(run cpfs fsck .*\)\n$/, 'with one line naming cpfs fsck')
@@ -221,14 +221,13 @@ if (fuseAvailable(t)) {
     w.ok('turn', w.ws, '-m', 'wrote big.txt')
     const store = storeDir(w)
     w.ok('unmount', w.ws) // the real directory now holds big.txt too
-    w.ok('log', w.ws)
-    flipAfterMark(join(store, 'db'), /\.ldb$/, [2000, 2600]) // more than the table's checksum can put back
+    flipAfterMark(join(store, 'packs'), /\.pack$/, [2000, 2600])
     const diff = w.cpfs('diff', '1', w.ws)
     t.not(diff.code, 0, 'the damage is found')
     const f = w.cpfs('fsck', w.ws)
     t.comment(f.stdout)
-    t.match(f.stdout, /repaired: chunk [0-9a-f]{64} was missing: read its bytes again from big\.txt in the real directory/, 'fsck reads it again')
-    t.equal(f.code, 1, 'fsck reports the damaged table')
+    t.match(f.stdout, /repaired: chunk [0-9a-f]{64} was damaged \(its bytes in pack \d{10}-[0-9a-f]{64}\.pack at byte \d+ do not match their SHA-256\): read its bytes again from big\.txt in the real directory/, 'fsck reads it again')
+    t.equal(f.code, 0, 'nothing is lost: the chunk is whole again (a new copy in the open pack)')
     t.equal(w.cpfs('fsck', w.ws).code, 0, 'and the store is clean after')
     t.equal(w.cpfs('diff', '1', w.ws).code, 0, 'diff works again')
     w.ok('mount', w.ws)

@@ -48,6 +48,13 @@ export class FileData {
     return d
   }
 
+  /** A dirty buffer for chunk idx that the caller fills whole. */
+  private wholeChunk (node: FileNode, idx: number): Buffer {
+    const d = Buffer.allocUnsafe(CHUNK_SIZE)
+    node.dirty.set(idx, d)
+    return d
+  }
+
   /** Writes all of buf; true when that cleared set-ID bits (so cached attributes are stale). */
   write (fh: number, buf: Buffer, len: number, pos: number, kill: KillSetId | null = null): boolean {
     const h = this.files.handle(fh)
@@ -65,7 +72,8 @@ export class FileData {
       const idx = Math.floor(at / CHUNK_SIZE)
       const within = at - idx * CHUNK_SIZE
       const n = Math.min(CHUNK_SIZE - within, len - done)
-      const d = this.dirtyChunk(node, e, idx)
+      // A whole chunk overwritten needs neither its old bytes nor zeros first.
+      const d = n === CHUNK_SIZE && !node.dirty.has(idx) ? this.wholeChunk(node, idx) : this.dirtyChunk(node, e, idx)
       buf.copy(d, within, done, done + n)
       done += n
     }

@@ -43,6 +43,12 @@ export class BatchChain {
     return this.chain
   }
 
+  /** A batch that could not be made (a pack write failed): new writes get ENOSPC until one lands. */
+  failed (err: Error): Promise<void> {
+    this.space.failed(err, false)
+    return Promise.reject(storeWriteError(err))
+  }
+
   /** A batch into the write-ahead log: durable now; LevelDB gets it with the next submit. */
   log (ops: BatchOp[], hexes: string[], bytes: number): Promise<void> | null {
     if (ops.length === 0) return null

@@ -2,8 +2,9 @@
 // truncated) within one unsealed turn must not keep its bytes in the store: after ENOSPC the
 // user removes the culprit and goes on. Each head path's persisted entry holds references to
 // chunks first stored for the head (ChunkStore.headOnly); when the last reference goes, the
-// chunk is deleted in the same batch and, once enough is freed, LevelDB compacts the range so
-// the disk space really comes back.
+// chunk's reference is deleted in the same batch and, once enough is freed, the pack files
+// (store/packs.ts) this session wrote whose every chunk is freed are deleted, so the disk space
+// really comes back. (Dead bytes in packs that still hold a live chunk wait for cpfs prune/gc.)
 import type { ChunkStore } from '../store/chunks.js'
 import type { Entry } from '../store/entries.js'
 import type { BatchOp } from '../store/keys.js'
@@ -72,13 +73,25 @@ export class HeadChunks {
     this.freeUnreferenced(ops)
   }
 
-  /** After the batch that deleted freed chunks: compact them away (in the background). */
+  /**
+   * After the batch that deleted freed chunks: delete the packs nothing refers to any more (in
+   * the background). Their references' deletes are made durable first (one synced batch), so no
+   * crash can bring back a reference to a deleted pack.
+   */
   compactAfter (batch: Promise<void>): void {
     if (!this.compactNext) return
     this.compactNext = false
     this.compacting = true
     const done = this.compaction
-    batch.catch(() => {}).then(() => this.store.db.compactRange('c', 'c\uffff')).catch(() => {}).finally(() => {
+    const reclaim = async (): Promise<void> => {
+      const dead = this.store.packs.reclaimable()
+      if (dead.length === 0) return
+      await this.store.batch([], true)
+      // Those still dead (nothing appended to them meanwhile) go; the sync covered their deletes.
+      const still = new Set(this.store.packs.reclaimable())
+      for (const id of dead) if (still.has(id)) this.store.packs.remove(id)
+    }
+    batch.then(reclaim, () => {}).catch(() => {}).finally(() => {
       this.compacting = false
       this.compacted()
       if (this.compaction === done) this.compaction = null

@@ -16,7 +16,10 @@ import { DEFAULT_BUDGETS, type MemoryBudgets } from '../store/memory.js'
 export type HeadSource = Pick<Overlay, 'head' | 'settled' | 'unsettled'>
 
 const PERSIST_DELAY_MS = 20
-/** Batches with more file data than this go to LevelDB directly, not through the log. */
+/**
+ * Batches bigger than this go to LevelDB directly, not through the log. File data is in pack
+ * files before its batch is made (store/packs.ts): a batch holds references, ~100 bytes a chunk.
+ */
 const WAL_RECORD_BYTES = 1024 * 1024
 /** The log's file is emptied once LevelDB has all of it; past this size, it is made to. */
 const WAL_MAX_BYTES = 16 * 1024 * 1024
@@ -66,7 +69,7 @@ export class Persister {
     this.chain = new BatchChain(store, chunks, headChunks, space)
   }
 
-  /** Chunk bytes handed to LevelDB and not written yet. */
+  /** Batch bytes handed to LevelDB and not written yet. */
   get inflight (): number {
     return this.chain.inflight
   }
@@ -153,7 +156,14 @@ export class Persister {
     this.headChunks.release(paths, this.overlay.head, ops)
     // Never push(...list): a list of 100,000s of ops overflows the call stack.
     for (const op of this.sources.fingerprintOps()) ops.push(op)
-    const drained = this.chunks.drain(ops)
+    let drained
+    try {
+      drained = this.chunks.drain(ops)
+    } catch (err: any) {
+      // A pack write failed (a full disk): this batch waits, whole, for the next attempt.
+      this.chain.retryOps = ops
+      return this.chain.failed(err)
+    }
     const bytes = drained.bytes
     // Chunks of a batch that failed are retried with it, and readable until one lands.
     const hexes = this.chain.retryHexes.concat(drained.hexes)

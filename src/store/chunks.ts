@@ -1,12 +1,15 @@
 // The chunk store: file data in content-addressed pieces of CHUNK_SIZE bytes, keyed by
-// SHA-256, shared by every layer and file that holds the same bytes. Chunks are written
-// inside the same atomic batch as the entries that first reference them, so a crash can
-// leave an unreferenced chunk (collected later) but never a reference without its chunk.
+// SHA-256, shared by every layer and file that holds the same bytes. A chunk's bytes are
+// appended to a pack file (packs.ts) when its batch is made, before the batch is logged or
+// handed to LevelDB; the batch carries only where they are (r<hex>), atomically with the
+// entries that first reference them. So a crash can leave unreferenced bytes in a pack
+// (collected later) but never a reference without its bytes.
 import { createHash } from 'node:crypto'
 import { CpfsError } from '../errors.js'
 import { CHUNK_SIZE } from './entries.js'
-import { chunkKey, type BatchOp } from './keys.js'
-import type { Store } from './store.js'
+import { refKey, type BatchOp } from './keys.js'
+import { encodeRef, type Store } from './store.js'
+import type { ChunkRef } from './pack-format.js'
 
 export function hashChunk (data: Buffer): Buffer {
   return createHash('sha256').update(data).digest()
@@ -26,16 +29,20 @@ export function isZero (b: Buffer): boolean {
 const CACHE_BYTES = 64 * 1024 * 1024
 /** Marks a freed chunk's hash among the hashes drain returns (its delete is in that batch). */
 const DELETED = '-'
+/** After a freed chunk's hash (DELETED), the pack its bytes are in. */
+const PACK_SEP = '@'
 
 export class ChunkStore {
   private readonly store: Store
   /** Chunks queued for the next batch; readable before they reach LevelDB. */
   private readonly pending = new Map<string, Buffer>()
   /**
-   * Chunks handed to LevelDB in a batch that has not completed (or failed and waits to be
-   * retried): still readable from here, whatever the read cache has let go.
+   * Chunks whose references are in a batch that has not reached LevelDB (or failed and waits
+   * to be retried): read from their pack through this, whatever the read cache has let go.
    */
-  private readonly flying = new Map<string, { data: Buffer, batches: number }>()
+  private readonly flying = new Map<string, { ref: ChunkRef, batches: number }>()
+  /** Packs of the head-only chunks written (a freed one makes its pack's bytes dead). */
+  private readonly headPacks = new Map<string, number>()
   /**
    * Chunks freed (`free`) whose delete has not reached LevelDB yet, with the number of such
    * deletes in flight: LevelDB still answers for them, but a put of the same bytes must store
@@ -69,7 +76,10 @@ export class ChunkStore {
    */
   readonly headOnly = new Set<string>()
 
-  /** Hash `data`, queue it unless already stored, and return the hash. `owned`: the caller lets go of data (no copy). */
+  /**
+   * Hash `data`, queue it unless already stored, and return the hash. `owned`: the caller
+   * gives the buffer up (it never writes to it again), so it is queued without a copy.
+   */
   put (data: Buffer, forHead = false, owned = false): Buffer {
     const hash = hashChunk(data)
     const hex = hash.toString('hex')
@@ -77,7 +87,7 @@ export class ChunkStore {
       if (!forHead) this.headOnly.delete(hex)
       return hash
     }
-    if (!this.deleting.has(hex) && this.store.getSync(chunkKey(hex)) !== undefined) {
+    if (!this.deleting.has(hex) && this.store.hasChunk(hex)) {
       this.known.add(hex)
       this.headOnly.delete(hex)
       return hash
@@ -91,6 +101,7 @@ export class ChunkStore {
   /** Every chunk is pinned now (the head turn was sealed: its chunks belong to history). */
   pinAll (): void {
     this.headOnly.clear()
+    this.headPacks.clear()
   }
 
   /**
@@ -103,9 +114,12 @@ export class ChunkStore {
     const bytes = queued?.length ?? this.cache.get(hex)?.length ?? CHUNK_SIZE
     if (queued) this.pending.delete(hex)
     else {
-      ops.push({ type: 'del', key: chunkKey(hex) })
+      ops.push({ type: 'del', key: refKey(hex) })
+      // Its pack learns of it when the delete lands (landed): only then may the pack go.
+      const pack = this.headPacks.get(hex)
+      this.headPacks.delete(hex)
       this.deleting.set(hex, (this.deleting.get(hex) ?? 0) + 1)
-      this.freedUndrained.push(DELETED + hex)
+      this.freedUndrained.push(DELETED + hex + (pack !== undefined ? PACK_SEP + String(pack) : ''))
     }
     this.known.delete(hex)
     const cached = this.cache.get(hex)
@@ -118,14 +132,21 @@ export class ChunkStore {
 
   get (hash: Buffer): Buffer {
     const hex = hash.toString('hex')
-    const p = this.pending.get(hex) ?? this.cache.get(hex) ?? this.flying.get(hex)?.data
+    const p = this.pending.get(hex) ?? this.cache.get(hex)
     if (p) return p
-    const raw = this.store.getSync(chunkKey(hex))
+    const flying = this.flying.get(hex)?.ref
+    let raw: Buffer | undefined
+    try {
+      raw = flying ? this.store.packs.read(flying) : this.store.readChunk(hex)
+    } catch (err: any) {
+      if (err?.code !== 'ENOENT' && err?.code !== 'STORE_CORRUPT') throw err
+      raw = undefined
+    }
     if (raw === undefined) {
       throw new CpfsError('STORE_CORRUPT', `chunk ${hex} is missing from store ${this.store.path}`, `run cpfs fsck ${this.store.workspaceHint()} to see what is lost`)
     }
     // Bytes from disk are checked against their name before anyone sees them: a flipped bit
-    // in a LevelDB table must be an error (EIO in the mount), never wrong data. Chunks in the
+    // in a pack or a LevelDB table must be an error (EIO in the mount), never wrong data. Chunks in the
     // caches above were checked (or hashed when put) already.
     if (!hashChunk(raw).equals(hash)) {
       throw new CpfsError('STORE_CORRUPT', `chunk ${hex} in store ${this.store.path} is damaged (its bytes do not match their SHA-256)`, `run cpfs fsck ${this.store.workspaceHint()} to see what is lost`)
@@ -136,22 +157,32 @@ export class ChunkStore {
   }
 
   /**
-   * Move queued chunks into `ops`: they are in flight until `landed` is called with the
-   * returned hashes (once LevelDB has the batch), and readable all the while. The hashes
-   * include the chunks freed into the same batch, whose deletes are in flight as well.
+   * Write queued chunks to the open pack and put their references into `ops`: in flight until
+   * `landed` is called with the returned hashes (once LevelDB has the batch), and readable all
+   * the while. The hashes include the chunks freed into the same batch, whose deletes are in
+   * flight as well. `bytes`: what the references take in the batch (the chunk bytes are on
+   * their way to the disk already).
    */
   drain (ops: BatchOp[]): { bytes: number, hexes: string[] } {
+    // Every append first: one that fails (a full disk) throws with nothing changed here, every
+    // chunk still queued (what was appended before it is unreferenced, garbage for gc).
+    const refs: ChunkRef[] = []
+    for (const [hex, data] of this.pending) refs.push(this.store.packs.append(Buffer.from(hex, 'hex'), data))
     let bytes = 0
     const hexes: string[] = this.freedUndrained
     this.freedUndrained = []
+    let i = 0
     for (const [hex, data] of this.pending) {
-      ops.push({ type: 'put', key: chunkKey(hex), value: data })
-      bytes += data.length
+      const ref = refs[i++]
+      const value = encodeRef(ref)
+      ops.push({ type: 'put', key: refKey(hex), value })
+      bytes += value.length + hex.length + 1
       hexes.push(hex)
       this.known.add(hex)
+      if (this.headOnly.has(hex)) this.headPacks.set(hex, ref.pack)
       const f = this.flying.get(hex)
-      if (f) f.batches++ // put again (freed meanwhile): in flight until its last batch lands
-      else this.flying.set(hex, { data, batches: 1 })
+      if (f) { f.batches++; f.ref = ref } // put again (freed meanwhile): in flight until its last batch lands
+      else this.flying.set(hex, { ref, batches: 1 })
       this.remember(hex, data)
     }
     this.pending.clear()
@@ -164,8 +195,9 @@ export class ChunkStore {
       // Counted, not just removed: the same chunk may be in several batches in flight (put,
       // freed, put again), and only the last to land ends its state.
       const deleted = h.startsWith(DELETED)
-      const hex = deleted ? h.slice(DELETED.length) : h
+      const [hex, pack] = deleted ? h.slice(DELETED.length).split(PACK_SEP) : [h]
       if (deleted) {
+        if (pack !== undefined) this.store.packs.noteFreed(Number(pack))
         const n = (this.deleting.get(hex) ?? 1) - 1
         if (n > 0) this.deleting.set(hex, n)
         else this.deleting.delete(hex)

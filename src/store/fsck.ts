@@ -18,8 +18,9 @@ import { hashChunk } from './chunks.js'
 import { CHUNK_SIZE, type Entry } from './entries.js'
 import { DAMAGED_FILE, missingTurnRecords, resetWitness, type StoreProblem } from './integrity.js'
 import { levelError } from './damage.js'
-import { JOURNAL_KEY, META_KEY, chunkKey, turnKey, type BatchOp } from './keys.js'
-import { Store, type TurnRecord } from './store.js'
+import { JOURNAL_KEY, LEGACY_CHUNK_PREFIX, META_KEY, REF_PREFIX, refKey, turnKey, type BatchOp } from './keys.js'
+import { Store, encodeRef, type TurnRecord } from './store.js'
+import { checkRef } from './fsck-packs.js'
 import { walSeqOp } from './wal.js'
 import { compactLevel, fsckTables } from './fsck-tables.js'
 import { encode } from './codec.js'
@@ -187,19 +188,32 @@ function fromReal (workspace: string, hex: string, places: Array<{ key: string, 
 async function scan (store: Store, res: FsckResult, workspace: string): Promise<void> {
   const names = layerNames(store)
   const refs: Refs = new Map()
-  const damagedChunks = new Set<string>()
-  const chunks = new Set<string>()
+  /** Damaged chunks, with why (where in which pack), if known. */
+  const damagedChunks = new Map<string, string>()
+  const missingWhy = new Map<string, string>()
+  /** Every chunk the store holds, by the key that holds it (c<hex>: older stores; r<hex>: packs). */
+  const chunks = new Map<string, string>()
   const del: BatchOp[] = []
   try {
     for await (const [key, value] of store.db.iterator()) {
       res.records++
       const kind = key[0]
-      if (kind === 'c') {
+      if (kind === LEGACY_CHUNK_PREFIX) {
         const hex = key.slice(1)
         res.chunks++
-        chunks.add(hex)
-        if (hashChunk(value).toString('hex') !== hex) damagedChunks.add(hex)
+        chunks.set(hex, key)
+        if (hashChunk(value).toString('hex') !== hex) damagedChunks.set(hex, '')
         continue
+      }
+      if (kind === REF_PREFIX) {
+        const hex = key.slice(1)
+        const c = checkRef(store, hex, value)
+        if (c.state !== 'undecodable') {
+          res.chunks++
+          if (c.state === 'ok') chunks.set(hex, key)
+          else if (c.state === 'damaged') { chunks.set(hex, key); damagedChunks.set(hex, c.why) } else missingWhy.set(hex, c.why)
+          continue
+        }
       }
       try {
         if (kind === 'e' || kind === 'b') {
@@ -224,12 +238,15 @@ async function scan (store: Store, res: FsckResult, workspace: string): Promise<
   for (const [hex, places] of refs) {
     const missing = !chunks.has(hex)
     if (!missing && !damagedChunks.has(hex)) continue
-    const state = missing ? 'missing' : 'damaged (its bytes do not match their SHA-256)'
+    const why = missing ? missingWhy.get(hex) : damagedChunks.get(hex)
+    const state = missing ? `missing${why ? ` (${why})` : ''}` : `damaged (${why || 'its bytes do not match their SHA-256'})`
     const found = fromReal(workspace, hex, places)
     if (found) {
-      reread.push({ type: 'put', key: chunkKey(hex), value: found.data })
+      // Into the open pack; the synced batch below makes it durable before the reference.
+      reread.push({ type: 'put', key: refKey(hex), value: encodeRef(store.packs.append(Buffer.from(hex, 'hex'), found.data)) })
+      if (chunks.get(hex)?.startsWith(LEGACY_CHUNK_PREFIX)) reread.push({ type: 'del', key: chunks.get(hex)! })
       damagedChunks.delete(hex)
-      chunks.add(hex)
+      chunks.set(hex, refKey(hex))
       res.repaired.push(`chunk ${hex} was ${state}: read its bytes again from ${found.path.slice(1)} in the real directory`)
       continue
     }
@@ -247,9 +264,9 @@ async function scan (store: Store, res: FsckResult, workspace: string): Promise<
   // Unreferenced chunks are garbage a crash can leave (chunks.ts); a plan in progress may still
   // need chunks of its journal, so they stay while there is one.
   if (!store.getSync(JOURNAL_KEY)) {
-    const unref = [...chunks].filter(h => !refs.has(h))
+    const unref = [...chunks.values(), ...[...missingWhy.keys()].map(refKey)].filter(k => !refs.has(k.slice(1)))
     for (let i = 0; i < unref.length; i += 1000) {
-      await store.batch(unref.slice(i, i + 1000).map(h => ({ type: 'del' as const, key: chunkKey(h) })), false)
+      await store.batch(unref.slice(i, i + 1000).map(key => ({ type: 'del' as const, key })), false)
     }
     if (unref.length) res.repaired.push(`deleted ${unref.length} unreferenced chunk(s)`)
   }

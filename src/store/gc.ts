@@ -1,10 +1,14 @@
 // Garbage collection: delete layers that no stack references (dropped by rewinds, squashed by
-// prune) and chunks that no remaining layer or base entry references. Safe by construction:
+// prune) and chunks that no remaining layer or base entry references; then packs that hold no
+// live chunk are deleted and mostly dead ones repacked (repack.ts). Safe by construction:
 // the live set is computed from the metadata already committed, so a crash in the middle
 // leaves garbage for the next run, never a dangling reference.
 import { decodeEntry } from './codec.js'
 import type { Entry } from './entries.js'
-import { JOURNAL_KEY, chunkKey, prefixEnd, turnKey, type BatchOp } from './keys.js'
+import { JOURNAL_KEY, LEGACY_CHUNK_PREFIX, REF_PREFIX, prefixEnd, turnKey, type BatchOp } from './keys.js'
+import { decodeRef } from './store.js'
+import { RECORD_HEADER } from './pack-format.js'
+import { reclaimPacks, type PackLive } from './repack.js'
 import type { Store } from './store.js'
 import { Phase, progressSink } from '../progress.js'
 
@@ -62,20 +66,47 @@ export async function collectGarbage (store: Store): Promise<GcResult> {
   layersDeleted = deadLayers.size
   await flush()
   reading.end()
-  let chunksDeleted = 0
-  let bytesFreed = 0
-  // How far the scan is: chunk keys are SHA-256 hex, spread evenly over the key space.
+  // How far the scans are: chunk keys are SHA-256 hex, spread evenly over the key space.
   const deleting = new Phase(sink, 'deleting unreferenced chunks', 'chunks')
-  for await (const [key, value] of store.entries({ gte: 'c', lt: prefixEnd('c') })) {
+  const freed = { chunksDeleted: 0, bytesFreed: 0 }
+  // Chunks of stores written before packs (version 4 and older): LevelDB values.
+  for await (const [key, value] of store.entries({ gte: LEGACY_CHUNK_PREFIX, lt: prefixEnd(LEGACY_CHUNK_PREFIX) })) {
     if (live.has(key.slice(1))) continue
-    ops.push({ type: 'del', key: chunkKey(key.slice(1)) })
-    chunksDeleted++
-    bytesFreed += value.length
-    deleting.set(chunksDeleted, bytesFreed, parseInt(key.slice(1, 5), 16) / 0x10000)
+    ops.push({ type: 'del', key })
+    freed.chunksDeleted++
+    freed.bytesFreed += value.length
+    deleting.set(freed.chunksDeleted, freed.bytesFreed, parseInt(key.slice(1, 5), 16) / 0x20000)
     if (ops.length >= 1000) await flush()
   }
-  await flush()
+  // References to pack bytes: the dead ones go, the live ones are counted per pack.
+  const packs = new Map<number, PackLive>()
+  for await (const [key, value] of store.entries({ gte: REF_PREFIX, lt: prefixEnd(REF_PREFIX) })) {
+    const hex = key.slice(1)
+    let ref
+    try {
+      ref = decodeRef(value)
+    } catch {
+      continue // fsck reports it
+    }
+    if (!live.has(hex)) {
+      ops.push({ type: 'del', key })
+      freed.chunksDeleted++
+      freed.bytesFreed += ref.length
+      deleting.set(freed.chunksDeleted, freed.bytesFreed, 0.5 + parseInt(key.slice(1, 5), 16) / 0x20000)
+      if (ops.length >= 1000) await flush()
+      continue
+    }
+    const p = packs.get(ref.pack) ?? { bytes: 0, refs: [] }
+    p.bytes += RECORD_HEADER + ref.length
+    p.refs.push([hex, ref])
+    packs.set(ref.pack, p)
+  }
+  // Synced: no crash may bring a reference back once its pack is gone.
+  if (ops.length || freed.chunksDeleted) await store.batch(ops, true)
+  ops = []
   deleting.end()
+  await reclaimPacks(store, packs, freed)
+  const { chunksDeleted, bytesFreed } = freed
   // Give the space back now rather than at LevelDB's next compaction.
   const compacting = new Phase(sink, 'compacting the store', 'steps')
   await store.db.compactRange('\u0000', '\uffff')

@@ -4,7 +4,8 @@
 //   e<layer><path>    layer entry (paths start with "/", the workspace root is "/")
 //   b<path>           base entry: the real directory's original state of a path, captured
 //                     before a plan first changed it
-//   c<hex>            chunk bytes, keyed by SHA-256
+//   c<hex>            chunk bytes, keyed by SHA-256 (stores of version 4 and before; read, never written)
+//   r<hex>            where a chunk's bytes are: [pack id, offset, length] (store/packs.ts)
 //   o<path>           fingerprint: what cpfs last knew of the real path (store/fingerprints.ts)
 //   j                 the journal of a plan in progress (its header: plans/journal.ts)
 //   J<index>          the parts of that journal (operations, expectations, fingerprints)
@@ -49,6 +50,13 @@ export function baseKey (path: string): string {
 export function chunkKey (hex: string): string {
   return 'c' + hex
 }
+
+export function refKey (hex: string): string {
+  return 'r' + hex
+}
+
+export const REF_PREFIX = 'r'
+export const LEGACY_CHUNK_PREFIX = 'c'
 
 /** Upper bound for a prefix range scan. */
 export function prefixEnd (prefix: string): string {

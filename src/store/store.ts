@@ -12,9 +12,14 @@ import { CpfsError, isCpfsError } from '../errors.js'
 import { makePrivate } from './locate.js'
 import { decode, decodeEntry, encode, encodeEntry } from './codec.js'
 import type { Entry } from './entries.js'
-import { META_KEY, baseKey, entryPrefix, prefixEnd, turnKey, type BatchOp } from './keys.js'
+import { LEGACY_CHUNK_PREFIX, META_KEY, REF_PREFIX, baseKey, entryPrefix, prefixEnd, refKey, turnKey, type BatchOp } from './keys.js'
 import { FINGERPRINT_PREFIX, fingerprintKey, storedFingerprint, type Fingerprint } from './fingerprints.js'
 import { WAL_SEQ_KEY, Wal, walCorrupt, walSeqOp } from './wal.js'
+import { PackSet } from './packs.js'
+import type { ChunkRef } from './pack-format.js'
+
+/** The store version this cpfs writes. */
+export const STORE_VERSION = 5
 
 export type { BatchOp } from './keys.js'
 
@@ -24,10 +29,14 @@ export interface StoreMeta {
    * 3: hard links — inode records (`#<ino>` keys) and name entries ('h'), see entries.ts.
    * 4: readable field names in records (kind, newInTurn, xattrs, realPath, chunkRefs; the
    *    fingerprints' type, mtime, mtimeNs, ctime, ctimeNs): docs/decisions.md.
-   * Stores of versions 1 to 3 are read (records are converted as they load) and become version
-   * 4 with their next write, so that an older cpfs refuses them instead of misreading them.
+   * 5: chunk bytes in pack files (store/packs.ts), LevelDB holds where they are (r<hex>).
+   * Stores of versions 1 to 4 are read (records are converted as they load; their chunks stay
+   * in LevelDB's c<hex> keys and are read there) and become version 5 with their next write, so
+   * that an older cpfs refuses them instead of misreading them.
    */
-  version: 1 | 2 | 3 | 4
+  version: 1 | 2 | 3 | 4 | 5
+  /** Chunks may be in LevelDB's c<hex> keys (the store was written by version 4 or before). */
+  legacyChunks?: boolean
   workspace: string
   /** Layer ids of turns 1..head; the last one is the head layer. */
   stack: number[]
@@ -86,8 +95,10 @@ export class Store {
   meta!: StoreMeta
   /** Batches answered before LevelDB has them (wal.ts). */
   wal!: Wal
+  /** Where chunk bytes live (packs.ts). */
+  packs!: PackSet
 
-  /** An older store's metadata as read, as version 4: goes with the first batch (before new records). */
+  /** An older store's metadata as read, as version 5: goes with the first batch (before new records). */
   private upgradeOp: BatchOp | null = null
 
   /** The workspace the caller named (for hints before the metadata is read). */
@@ -117,6 +128,12 @@ export class Store {
     const store = new Store(path)
     store.workspace = opts.workspace
     await store.openLevel(opts)
+    try {
+      store.packs = PackSet.open(path)
+    } catch (err: any) {
+      await store.close()
+      throw isCpfsError(err) ? err : new CpfsError('STORE_OPEN', `cannot open the pack files of store ${path}: ${err?.message ?? err}`, 'check the store directory and its permissions', { cause: err })
+    }
     try {
       await store.replayWal(opts.tolerate === true)
     } catch (err: any) {
@@ -159,19 +176,24 @@ export class Store {
     const store = this
     const raw = store.db.getSync(META_KEY)
     if (raw) {
-      // (version checked below; an older store is upgraded in memory and saved as 4 with its next batch)
+      // (version checked below; an older store is upgraded in memory and saved as 5 with its next batch)
       try {
         store.meta = decode<StoreMeta>(raw)
       } catch (err) {
         await store.close()
         throw new CpfsError('STORE_CORRUPT', `store ${path} has unreadable metadata`, 'move it aside and mount again; the real directory is unchanged', { cause: err })
       }
-      if (![1, 2, 3, 4].includes(store.meta.version) || !Array.isArray(store.meta.stack)) {
+      if (![1, 2, 3, 4, 5].includes(store.meta.version) || !Array.isArray(store.meta.stack)) {
         await store.close()
         throw new CpfsError('STORE_CORRUPT', `store ${path} has metadata this version does not understand`, 'upgrade cpfs, or move the store aside')
       }
-      if (store.meta.version !== 4) store.upgradeOp = { type: 'put', key: META_KEY, value: encode({ ...store.meta, version: 4 }) }
-      store.meta.version = 4
+      if (store.meta.version !== STORE_VERSION) {
+        // Chunks of an older store stay where it wrote them, in LevelDB (read there, collected
+        // there): moving them all to packs would make the first opening as slow as the store is big.
+        store.meta.legacyChunks = true
+        store.upgradeOp = { type: 'put', key: META_KEY, value: encode({ ...store.meta, version: STORE_VERSION }) }
+      }
+      store.meta.version = STORE_VERSION
       try {
         store.problems.push(...store.walProblems, ...checkOnOpen(store))
       } catch (err) {
@@ -188,7 +210,7 @@ export class Store {
         throw new CpfsError('NO_HISTORY', `no cpfs history for ${opts.workspace}`, `run cpfs mount ${opts.workspace} first`)
       }
       const now = Date.now()
-      store.meta = { version: 4, workspace: opts.workspace, stack: [1], redo: [], applied: [], nextLayer: 2, nextIno: FIRST_INO, createdAt: now }
+      store.meta = { version: STORE_VERSION, workspace: opts.workspace, stack: [1], redo: [], applied: [], nextLayer: 2, nextIno: FIRST_INO, createdAt: now }
       const turn: TurnRecord = { layer: 1, openedAt: now }
       await store.db.batch([
         { type: 'put', key: META_KEY, value: encode(store.meta) },
@@ -231,6 +253,11 @@ export class Store {
       this.walProblems.push({ kind: 'lost', error })
     }
     const records = scan.records.filter(r => r.seq > applied)
+    // The packs the replayed references name were written by a process that is gone, maybe
+    // never synced: on the disk before the synced batch below makes the references durable.
+    const named = new Set<number>()
+    for (const r of records) for (const op of r.ops) if (op.type === 'put' && op.key[0] === REF_PREFIX) named.add(decodeStored(this, op.key, () => decodeRef(op.value)).pack)
+    this.packs.syncNow([...named])
     for (const [i, r] of records.entries()) {
       await this.db.batch([...r.ops, walSeqOp(r.seq)] as any, { sync: i === records.length - 1 })
     }
@@ -253,7 +280,8 @@ export class Store {
     // whose LevelDB holds a smaller number has lost synced batches (integrity.ts).
     const n = ++this.syncCount
     const all = [...ops, { type: 'put' as const, key: INTEGRITY_KEY, value: encode(n) }]
-    const p = this.syncChain.then(async () => await this.write(all, true))
+    // The pack bytes these batches refer to reach the disk first (packs.ts).
+    const p = this.syncChain.then(async () => { await this.packs.sync(); await this.write(all, true) })
     this.syncChain = p.catch(() => {})
     await p
     writeWitness(this, n)
@@ -277,6 +305,27 @@ export class Store {
     } catch (err) {
       throw levelError(this.path, err) ?? err
     }
+  }
+
+  /** Where a chunk's bytes are in the packs, if they are there. */
+  chunkRef (hex: string): ChunkRef | undefined {
+    const raw = this.getSync(refKey(hex))
+    if (raw === undefined) return undefined
+    const ref = decodeStored(this, refKey(hex), () => decodeRef(raw))
+    return ref
+  }
+
+  /** Does the store hold this chunk (in a pack, or as an older store's LevelDB value)? */
+  hasChunk (hex: string): boolean {
+    if (this.getSync(refKey(hex)) !== undefined) return true
+    return this.meta?.legacyChunks === true && this.getSync(LEGACY_CHUNK_PREFIX + hex) !== undefined
+  }
+
+  /** A chunk's stored bytes, unchecked (the caller hashes them), or undefined if the store has none. */
+  readChunk (hex: string): Buffer | undefined {
+    const ref = this.chunkRef(hex)
+    if (ref) return this.packs.read(ref)
+    return this.meta?.legacyChunks === true ? this.getSync(LEGACY_CHUNK_PREFIX + hex) : undefined
   }
 
   /** Where `cpfs fsck` should be pointed to check this store. */
@@ -365,6 +414,7 @@ export class Store {
   async close (): Promise<void> {
     if (this.db.status === 'open') await this.db.close()
     this.wal?.close()
+    this.packs?.close()
     makePrivate(this.path) // tables and logs LevelDB created while open
     closeWitness(this)
   }
@@ -377,4 +427,15 @@ function decodeStored<T> (store: Store, key: string, f: () => T): T {
   } catch (err) {
     throw new CpfsError('STORE_CORRUPT', `record ${JSON.stringify(key)} in store ${store.path} does not decode`, corruptHint(store.workspaceHint()), { cause: err })
   }
+}
+
+/** A chunk reference as LevelDB holds it: [pack, offset, length]. */
+export function encodeRef (r: ChunkRef): Buffer {
+  return encode([r.pack, r.offset, r.length])
+}
+
+export function decodeRef (raw: Buffer): ChunkRef {
+  const v = decode<unknown>(raw)
+  if (!Array.isArray(v) || v.length !== 3 || !v.every(n => Number.isSafeInteger(n) && n >= 0)) throw new Error('not a chunk reference')
+  return { pack: v[0], offset: v[1], length: v[2] }
 }

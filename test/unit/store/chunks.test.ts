@@ -91,7 +91,7 @@ t.test('several batches in flight for one chunk: only the last delete to land en
   t.ok(new ChunkStore(s).get(h).equals(data), 'and LevelDB has it at the end')
 })
 
-t.test('a chunk whose bytes in LevelDB do not match its hash is an error, never data', async t => {
+t.test('a chunk whose bytes in its pack do not match its hash is an error, never data', async t => {
   const s = await Store.open(join(dir, 'corrupt'), { workspace: '/w', create: true })
   t.teardown(() => s.close())
   const c = new ChunkStore(s)
@@ -100,9 +100,13 @@ t.test('a chunk whose bytes in LevelDB do not match its hash is an error, never 
   await batch(s, c, [])
   const bad = Buffer.from(data)
   bad[500] ^= 1
-  await s.db.put('c' + h.toString('hex'), bad) // one flipped bit on disk
+  // One flipped bit on disk, in the pack file that holds the chunk.
+  const ref = s.chunkRef(h.toString('hex'))!
+  const fd = fs.openSync(s.packs.path(ref.pack), 'r+')
+  fs.writeSync(fd, bad.subarray(500, 501), 0, 1, ref.offset + 500)
+  fs.closeSync(fd)
   t.ok(c.get(h).equals(data), 'a chunk checked (here: hashed when put) and cached is served from memory')
-  const err = t.throws(() => new ChunkStore(s).get(h), { code: 'STORE_CORRUPT' }, 'read from LevelDB, it is checked')
+  const err = t.throws(() => new ChunkStore(s).get(h), { code: 'STORE_CORRUPT' }, 'read from its pack, it is checked')
   t.match((err as any).message, /chunk [0-9a-f]{64} in store .* is damaged/)
   t.match((err as any).hint, /cpfs fsck/, 'and the fix is named')
   const fresh = new ChunkStore(s)

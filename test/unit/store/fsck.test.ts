@@ -44,7 +44,11 @@ t.test('fsck: damaged and missing chunks name their files and turns; unreference
   ops.push({ type: 'put', key: entryKey(1, '/gone.txt'), value: file(missing) })
   ops.push({ type: 'put', key: entryKey(1, '/garbled.txt'), value: Buffer.from([0x85, 0xa1]) })
   await s.batch(ops, true)
-  await s.db.put('c' + bad.toString('hex'), Buffer.from('bytes to damagf'))
+  // The last byte of the chunk, in its pack file: 'e' becomes 'f'.
+  const ref = s.chunkRef(bad.toString('hex'))!
+  const fd = fs.openSync(s.packs.path(ref.pack), 'r+')
+  fs.writeSync(fd, Buffer.from('f'), 0, 1, ref.offset + ref.length - 1)
+  fs.closeSync(fd)
   await s.close()
   const r = await fsckStore(d, '/w')
   t.equal(r.clean, false)

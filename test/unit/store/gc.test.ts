@@ -9,8 +9,8 @@ import { inProcess, openSession } from '../../contract/filesystems.js'
 import { collectGarbage } from '../../../src/store/gc.js'
 import { decodeEntry } from '../../../src/store/codec.js'
 import type { Entry } from '../../../src/store/entries.js'
-import { JOURNAL_KEY, chunkKey, entryKey, turnKey } from '../../../src/store/keys.js'
-import { Store } from '../../../src/store/store.js'
+import { JOURNAL_KEY, refKey, entryKey, turnKey } from '../../../src/store/keys.js'
+import { Store, encodeRef } from '../../../src/store/store.js'
 import { tmpDir } from '../helpers.js'
 
 // Entries are looked at through this (the store's field names may change).
@@ -37,7 +37,7 @@ t.test('what a rewind dropped and a write made unreachable is collected; the res
 
   const store = await Store.open(storePath, { workspace: lower, create: false })
   const orphan = createHash('sha256').update('nobody').digest('hex')
-  await store.batch([{ type: 'put', key: chunkKey(orphan), value: Buffer.from('nobody') }], true)
+  await store.batch([{ type: 'put', key: refKey(orphan), value: encodeRef(store.packs.append(Buffer.from(orphan, 'hex'), Buffer.from('nobody'))) }], true)
   const keptLayer = store.meta.stack[0]
   const keptHexes = chunkHexes((await store.loadLayer(keptLayer)).get('/w/kept')!)
   t.equal(keptHexes.length, 1)
@@ -45,11 +45,11 @@ t.test('what a rewind dropped and a write made unreachable is collected; the res
   t.ok(r.layersDeleted >= 2, `the rewound turns' layers (${r.layersDeleted})`)
   t.ok(r.chunksDeleted >= 1, `unreferenced chunks (${r.chunksDeleted})`)
   t.ok(r.bytesFreed >= 'nobody'.length)
-  t.equal(store.getSync(chunkKey(orphan)), undefined, 'a chunk nothing references is gone')
-  for (const hex of droppedHexes) t.equal(store.getSync(chunkKey(hex)), undefined, 'the rewound file\'s chunk is gone')
+  t.equal(store.getSync(refKey(orphan)), undefined, 'a chunk nothing references is gone')
+  for (const hex of droppedHexes) t.equal(store.getSync(refKey(hex)), undefined, 'the rewound file\'s chunk is gone')
   t.equal(store.getSync(entryKey(droppedLayer, '/w/dropped')), undefined, 'its entry too')
   t.equal(store.getSync(turnKey(droppedLayer)), undefined, 'and its turn record')
-  for (const hex of keptHexes) t.not(store.getSync(chunkKey(hex)), undefined, 'a chunk of the stack stays')
+  for (const hex of keptHexes) t.not(store.getSync(refKey(hex)), undefined, 'a chunk of the stack stays')
   t.same(await collectGarbage(store), { layersDeleted: 0, chunksDeleted: 0, bytesFreed: 0 }, 'a second run finds nothing')
   await store.batch([{ type: 'put', key: JOURNAL_KEY, value: Buffer.from('x') }], true)
   await t.rejects(collectGarbage(store), /a plan is in progress/, 'never while a plan is in progress')
