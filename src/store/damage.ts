@@ -13,3 +13,12 @@ export function levelError (path: string, err: any): CpfsError | null {
   if (code !== 'LEVEL_CORRUPTION') return null
   return new CpfsError('STORE_CORRUPT', `store ${path} is damaged: ${err?.cause?.message ?? err?.message}`, corruptHint(path), { cause: err })
 }
+
+/** f(), or STORE_CORRUPT naming the record `key` of the store when it does not decode. */
+export function decodeStored<T> (store: { path: string, workspaceHint: () => string }, key: string, f: () => T): T {
+  try {
+    return f()
+  } catch (err) {
+    throw new CpfsError('STORE_CORRUPT', `record ${JSON.stringify(key)} in store ${store.path} does not decode`, corruptHint(store.workspaceHint()), { cause: err })
+  }
+}

@@ -261,16 +261,21 @@ async function scan (store: Store, res: FsckResult, workspace: string): Promise<
     await store.batch(del, true)
     res.repaired.push(`deleted ${del.length} record(s) that do not decode`)
   }
-  // Unreferenced chunks are garbage a crash can leave (chunks.ts); a plan in progress may still
-  // need chunks of its journal, so they stay while there is one.
-  if (!store.getSync(JOURNAL_KEY)) {
-    const unref = [...chunks.values(), ...[...missingWhy.keys()].map(refKey)].filter(k => !refs.has(k.slice(1)))
-    for (let i = 0; i < unref.length; i += 1000) {
-      await store.batch(unref.slice(i, i + 1000).map(key => ({ type: 'del' as const, key })), false)
-    }
-    if (unref.length) res.repaired.push(`deleted ${unref.length} unreferenced chunk(s)`)
-  }
+  await deleteUnreferenced(store, res, [...chunks.values(), ...[...missingWhy.keys()].map(refKey)], refs)
   res.lost = dedupe(res.lost)
+}
+
+/**
+ * Unreferenced chunks (their keys) are garbage a crash can leave (chunks.ts); a plan in
+ * progress may still need chunks of its journal, so they stay while there is one.
+ */
+async function deleteUnreferenced (store: Store, res: FsckResult, keys: string[], refs: Refs): Promise<void> {
+  if (store.getSync(JOURNAL_KEY)) return
+  const unref = keys.filter(k => !refs.has(k.slice(1)))
+  for (let i = 0; i < unref.length; i += 1000) {
+    await store.batch(unref.slice(i, i + 1000).map(key => ({ type: 'del' as const, key })), false)
+  }
+  if (unref.length) res.repaired.push(`deleted ${unref.length} unreferenced chunk(s)`)
 }
 
 function dedupe (lost: FsckResult['lost']): FsckResult['lost'] {

@@ -68,6 +68,28 @@ export async function collectGarbage (store: Store): Promise<GcResult> {
   reading.end()
   // How far the scans are: chunk keys are SHA-256 hex, spread evenly over the key space.
   const deleting = new Phase(sink, 'deleting unreferenced chunks', 'chunks')
+  const { freed, packs } = await sweepChunks(store, live, deleting)
+  deleting.end()
+  await reclaimPacks(store, packs, freed)
+  const { chunksDeleted, bytesFreed } = freed
+  // Give the space back now rather than at LevelDB's next compaction.
+  const compacting = new Phase(sink, 'compacting the store', 'steps')
+  await store.db.compactRange('\u0000', '\uffff')
+  compacting.end()
+  return { layersDeleted, chunksDeleted, bytesFreed }
+}
+
+/**
+ * Delete the chunks nothing live references (older stores' LevelDB values, and references to
+ * pack bytes), and count what stays live per pack. The last batch is synced: no crash may
+ * bring a reference back once its pack is gone.
+ */
+async function sweepChunks (store: Store, live: Set<string>, deleting: Phase): Promise<{ freed: { chunksDeleted: number, bytesFreed: number }, packs: Map<number, PackLive> }> {
+  let ops: BatchOp[] = []
+  const flush = async (): Promise<void> => {
+    if (ops.length) await store.batch(ops)
+    ops = []
+  }
   const freed = { chunksDeleted: 0, bytesFreed: 0 }
   // Chunks of stores written before packs (version 4 and older): LevelDB values.
   for await (const [key, value] of store.entries({ gte: LEGACY_CHUNK_PREFIX, lt: prefixEnd(LEGACY_CHUNK_PREFIX) })) {
@@ -101,15 +123,6 @@ export async function collectGarbage (store: Store): Promise<GcResult> {
     p.refs.push([hex, ref])
     packs.set(ref.pack, p)
   }
-  // Synced: no crash may bring a reference back once its pack is gone.
   if (ops.length || freed.chunksDeleted) await store.batch(ops, true)
-  ops = []
-  deleting.end()
-  await reclaimPacks(store, packs, freed)
-  const { chunksDeleted, bytesFreed } = freed
-  // Give the space back now rather than at LevelDB's next compaction.
-  const compacting = new Phase(sink, 'compacting the store', 'steps')
-  await store.db.compactRange('\u0000', '\uffff')
-  compacting.end()
-  return { layersDeleted, chunksDeleted, bytesFreed }
+  return { freed, packs }
 }

@@ -4,7 +4,7 @@
 import { ClassicLevel } from 'classic-level'
 import { mkdirSync, statSync } from 'node:fs'
 import { INTEGRITY_KEY, checkOnOpen, closeWitness, writeWitness, type StoreProblem } from './integrity.js'
-import { corruptHint, levelError } from './damage.js'
+import { corruptHint, decodeStored, levelError } from './damage.js'
 import { join } from 'node:path'
 import { memoryBudgets } from './memory.js'
 import { reserveBytes } from './config.js'
@@ -12,16 +12,19 @@ import { CpfsError, isCpfsError } from '../errors.js'
 import { makePrivate } from './locate.js'
 import { decode, decodeEntry, encode, encodeEntry } from './codec.js'
 import type { Entry } from './entries.js'
-import { LEGACY_CHUNK_PREFIX, META_KEY, REF_PREFIX, baseKey, entryPrefix, prefixEnd, refKey, turnKey, type BatchOp } from './keys.js'
+import { LEGACY_CHUNK_PREFIX, META_KEY, baseKey, entryPrefix, prefixEnd, refKey, turnKey, type BatchOp } from './keys.js'
 import { FINGERPRINT_PREFIX, fingerprintKey, storedFingerprint, type Fingerprint } from './fingerprints.js'
-import { WAL_SEQ_KEY, Wal, walCorrupt, walSeqOp } from './wal.js'
+import { Wal } from './wal.js'
 import { PackSet } from './packs.js'
+import { replayWal } from './wal-replay.js'
+import { decodeRef } from './chunk-ref.js'
 import type { ChunkRef } from './pack-format.js'
 
 /** The store version this cpfs writes. */
 export const STORE_VERSION = 5
 
 export type { BatchOp } from './keys.js'
+export { encodeRef, decodeRef } from './chunk-ref.js'
 
 export interface StoreMeta {
   /**
@@ -135,7 +138,7 @@ export class Store {
       throw isCpfsError(err) ? err : new CpfsError('STORE_OPEN', `cannot open the pack files of store ${path}: ${err?.message ?? err}`, 'check the store directory and its permissions', { cause: err })
     }
     try {
-      await store.replayWal(opts.tolerate === true)
+      await replayWal(store, opts.tolerate === true, store.walProblems)
     } catch (err: any) {
       await store.close()
       if (isCpfsError(err)) throw err
@@ -219,54 +222,8 @@ export class Store {
     }
   }
 
-  /**
-   * Bring LevelDB up to date with the write-ahead log: a daemon killed after answering an
-   * operation, before LevelDB had it. Records are applied in order, each with its sequence
-   * number (so a crash here just replays again), the last one synced; then the log starts over.
-   */
-  private async replayWal (tolerate: boolean): Promise<void> {
-    this.wal = Wal.open(this.path)
-    const raw = this.getSync(WAL_SEQ_KEY)
-    const applied = raw ? decode<number>(raw) : 0
-    const scan = this.wal.scan()
-    // Damage that LevelDB covers already (the bad record's number, between the good ones
-    // around it, is at most what LevelDB holds) costs nothing: replay goes on after it.
-    if (scan.damage && scan.damage.after.length && scan.damage.after[0].seq - 1 <= applied) {
-      scan.records.push(...scan.damage.after)
-      scan.damage = null
-    }
-    if (scan.damage) {
-      // Damage in the middle: nothing of it is applied here (fsck applies what comes before it).
-      const error = walCorrupt(this.path, scan.damage, this.workspaceHint())
-      if (!tolerate) throw error
-      this.walProblems.push({ kind: 'wal', error, walScan: scan, walApplied: applied })
-      this.wal.seq = Math.max(applied, ...scan.records.map(r => r.seq), ...scan.damage.after.map(r => r.seq))
-      return
-    }
-    // The log is emptied only once LevelDB holds all of it, so its first record follows what
-    // LevelDB holds, or comes before it: a gap means LevelDB lost batches it had (a damaged or
-    // truncated LevelDB log), and replaying the rest over the hole would hide that.
-    const first = scan.records[0]?.seq
-    if (first !== undefined && first > applied + 1) {
-      const error = new CpfsError('STORE_CORRUPT', `store ${this.path} lost recorded changes ${applied + 1}..${first - 1} (LevelDB's log was damaged or truncated)`, corruptHint(this.workspaceHint()))
-      if (!tolerate) throw error
-      this.walProblems.push({ kind: 'lost', error })
-    }
-    const records = scan.records.filter(r => r.seq > applied)
-    // The packs the replayed references name were written by a process that is gone, maybe
-    // never synced: on the disk before the synced batch below makes the references durable.
-    const named = new Set<number>()
-    for (const r of records) for (const op of r.ops) if (op.type === 'put' && op.key[0] === REF_PREFIX) named.add(decodeStored(this, op.key, () => decodeRef(op.value)).pack)
-    this.packs.syncNow([...named])
-    for (const [i, r] of records.entries()) {
-      await this.db.batch([...r.ops, walSeqOp(r.seq)] as any, { sync: i === records.length - 1 })
-    }
-    this.wal.seq = Math.max(applied, ...records.map(r => r.seq))
-    this.wal.landed(this.wal.seq, true)
-  }
-
   /** Damage the write-ahead log showed while opening (tolerated for fsck). */
-  private readonly walProblems: StoreProblem[] = []
+  readonly walProblems: StoreProblem[] = []
 
   metaOp (): BatchOp {
     return { type: 'put', key: META_KEY, value: encode(this.meta) }
@@ -421,21 +378,3 @@ export class Store {
 }
 
 /** Decode a stored record; one that does not decode is damage, named by its key. */
-function decodeStored<T> (store: Store, key: string, f: () => T): T {
-  try {
-    return f()
-  } catch (err) {
-    throw new CpfsError('STORE_CORRUPT', `record ${JSON.stringify(key)} in store ${store.path} does not decode`, corruptHint(store.workspaceHint()), { cause: err })
-  }
-}
-
-/** A chunk reference as LevelDB holds it: [pack, offset, length]. */
-export function encodeRef (r: ChunkRef): Buffer {
-  return encode([r.pack, r.offset, r.length])
-}
-
-export function decodeRef (raw: Buffer): ChunkRef {
-  const v = decode<unknown>(raw)
-  if (!Array.isArray(v) || v.length !== 3 || !v.every(n => Number.isSafeInteger(n) && n >= 0)) throw new Error('not a chunk reference')
-  return { pack: v[0], offset: v[1], length: v[2] }
-}
