@@ -250,6 +250,23 @@ if (fuseAvailable(t)) {
     return { tree, links: [...inodes.values()].filter(n => n.length > 1).map(n => n.sort().join(' ')).sort() }
   }
 
+  /**
+   * A workspace set up from test/fixtures/<name>: its real directory is the fixture's own
+   * filesystem image, loop-mounted (the store knows its inode numbers and ctimes), and its
+   * store is the one the older cpfs wrote, in the place this workspace's store goes.
+   */
+  function fromFixture (t: Test, name: string): { expected: any, w: Env, store: string } {
+    const fixture = join(ROOT, 'test', 'fixtures', name)
+    const expected = JSON.parse(fs.readFileSync(join(fixture, 'expected.json'), 'utf8'))
+    const w = workspace(t)
+    const img = join(dirname(w.ws), 'real.img')
+    fs.writeFileSync(img, gunzipSync(fs.readFileSync(join(fixture, 'real.img.gz'))))
+    w.run(`mount -o loop ${img} ${w.ws}`)
+    const store = registered(w)
+    w.run(`tar -C ${store} -xzf ${join(fixture, 'store.tar.gz')}`)
+    return { expected, w, store }
+  }
+
   /** Every record of the store, decoded (chunks left out). */
   async function records (store: string): Promise<Map<string, any>> {
     const db = new ClassicLevel<string, Buffer>(join(store, 'db'), { keyEncoding: 'utf8', valueEncoding: 'buffer' })
@@ -261,14 +278,7 @@ if (fuseAvailable(t)) {
   }
 
   t.test('a version-4 store (test/fixtures/store-v4): its write-ahead log (chunk bytes in it) replays, every turn shows and rewinds byte-exact, chunks stay readable in LevelDB, new ones go to pack files', async t => {
-    const fixture = join(ROOT, 'test', 'fixtures', 'store-v4')
-    const expected = JSON.parse(fs.readFileSync(join(fixture, 'expected.json'), 'utf8'))
-    const w = workspace(t)
-    const img = join(dirname(w.ws), 'real.img')
-    fs.writeFileSync(img, gunzipSync(fs.readFileSync(join(fixture, 'real.img.gz'))))
-    w.run(`mount -o loop ${img} ${w.ws}`)
-    const store = registered(w)
-    w.run(`tar -C ${store} -xzf ${join(fixture, 'store.tar.gz')}`)
+    const { expected, w, store } = fromFixture(t, 'store-v4')
     t.equal(fs.statSync(join(store, 'wal')).size, expected.walBytes, 'the last turn is in the old write-ahead log only')
     const db = new ClassicLevel<string, Buffer>(join(store, 'db'), { keyEncoding: 'utf8', valueEncoding: 'buffer' })
     await db.open()
@@ -319,16 +329,8 @@ if (fuseAvailable(t)) {
     w.ok('unmount', w.ws, '--discard')
   })
 
-  t.test('a version-3 store (test/fixtures/store-v3): its interrupted plan finishes, every turn shows and rewinds, and it becomes version 4', async t => {
-    const fixture = join(ROOT, 'test', 'fixtures', 'store-v3')
-    const expected = JSON.parse(fs.readFileSync(join(fixture, 'expected.json'), 'utf8'))
-    const w = workspace(t)
-    // The real directory is the fixture's own filesystem: the store knows its inode numbers and ctimes.
-    const img = join(dirname(w.ws), 'real.img')
-    fs.writeFileSync(img, gunzipSync(fs.readFileSync(join(fixture, 'real.img.gz'))))
-    w.run(`mount -o loop ${img} ${w.ws}`)
-    const store = registered(w)
-    w.run(`tar -C ${store} -xzf ${join(fixture, 'store.tar.gz')}`)
+  t.test('a version-3 store (test/fixtures/store-v3): its interrupted plan finishes, every turn shows and rewinds, and it becomes version 5', async t => {
+    const { expected, w, store } = fromFixture(t, 'store-v3')
     // The one change to the store as version 3 wrote it: the workspace it belongs to is here now.
     const db = new ClassicLevel<string, Buffer>(join(store, 'db'), { keyEncoding: 'utf8', valueEncoding: 'buffer' })
     await db.open()
@@ -383,7 +385,7 @@ if (fuseAvailable(t)) {
   })
 }
 
-t.test('a version-3 store whose last batches are in the write-ahead log: replayed, read, and version 4 with the next batch', async t => {
+t.test('a version-3 store whose last batches are in the write-ahead log: replayed, read, and version 5 with the next batch', async t => {
   const dir = fs.mkdtempSync(join(tmpdir(), 'cpfs-compat-wal-'))
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
   const now = Date.now()
