@@ -183,6 +183,35 @@ print(os.pread(fd, 100, 0).decode(), end='')
     t.notOk(fs.existsSync(join(w.ws, 'src/lib/a.txt')))
   })
 
+  t.test('a reader holding a file open sees every write another process completed, as on ext4', async t => {
+    // The kernel keeps its page cache across opens (no OPEN requests): this is what shows that
+    // a cached page never hides a write made through another descriptor, path or process.
+    const w = workspace(t, TREE)
+    w.ok('mount', w.ws)
+    w.run('printf "written in the mount\\n" > made.txt && ln made.txt made-link.txt')
+    const r = w.run(`python3 - <<'EOF'
+import mmap, os, subprocess
+out = []
+for name, other in (('README.md', 'README.md'), ('made.txt', 'made-link.txt')):
+    fd = os.open(name, os.O_RDONLY)
+    before = os.pread(fd, 100, 0)
+    m = mmap.mmap(fd, 0, prot=mmap.PROT_READ)
+    mapped = m[:]
+    # another process: an in-place overwrite, then an append, each completed before we read
+    subprocess.run(['sh', '-c', f'printf XY | dd of={other} bs=1 seek=2 conv=notrunc status=none && echo appended >> {other}'], check=True)
+    after = os.pread(fd, 100, 0)
+    out.append(f'{name}: {before!r} {mapped!r} -> {after!r} mmap {m[:4]!r} fstat {os.fstat(fd).st_size}')
+    m.close()
+    os.close(fd)
+print('\\n'.join(out))
+EOF`)
+    t.equal(r, [
+      "README.md: b'# readme\\n' b'# readme\\n' -> b'# XYadme\\nappended\\n' mmap b'# XY' fstat 18",
+      "made.txt: b'written in the mount\\n' b'written in the mount\\n' -> b'wrXYten in the mount\\nappended\\n' mmap b'wrXY' fstat 30"
+    ].join('\n') + '\n', 'pread and a shared mapping through the old descriptor both show the other process\'s bytes and size')
+    t.equal(fs.readFileSync(join(w.ws, 'made.txt'), 'utf8'), 'wrXYten in the mount\nappended\n', 'a new open sees them too')
+  })
+
   t.test('git init, add, commit, status, checkout inside the mount', async t => {
     const w = workspace(t, TREE)
     w.ok('mount', w.ws)
