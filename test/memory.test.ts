@@ -57,6 +57,8 @@ if (fuseAvailable(t)) {
         samples++
         if (m.held.dirty > m.budgets.dirty) t.fail(`written bytes not in a batch: ${m.held.dirty} > ${m.budgets.dirty}`)
         if (m.held.chunkCache > m.budgets.chunkCache) t.fail(`chunk cache: ${m.held.chunkCache} > ${m.budgets.chunkCache}`)
+        // Reused chunk buffers: at most the dirty budget (and never fewer than 16 of 64 KiB).
+        if (m.held.chunkBuffers > Math.max(m.budgets.dirty, MiB)) t.fail(`chunk buffers kept: ${m.held.chunkBuffers} > ${m.budgets.dirty}`)
       }
       await new Promise(resolve => setTimeout(resolve, 20))
     }

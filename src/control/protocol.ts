@@ -37,8 +37,8 @@ export interface DaemonStatus extends SessionStatus {
 export interface MemoryStatus {
   usage: { rss: number, heapTotal: number, heapUsed: number, external: number, arrayBuffers: number }
   budgets: MemoryBudgets
-  /** Bytes held now: the chunk read cache, chunks queued for a batch, chunks in flight to LevelDB, written bytes not yet in a batch. */
-  held: { chunkCache: number, pending: number, inflight: number, dirty: number }
+  /** Bytes held now: the chunk read cache, chunks queued for a batch, chunks in flight to LevelDB, written bytes not yet in a batch, written chunks' buffers kept for reuse. */
+  held: { chunkCache: number, pending: number, inflight: number, dirty: number, chunkBuffers: number }
 }
 
 /** What a turn number change did (rewind, undo, redo): the head now, and how many turns were dropped. */

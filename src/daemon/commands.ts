@@ -30,7 +30,7 @@ export function memoryStatus (session: Session): MemoryStatus {
   return {
     usage: { rss, heapTotal, heapUsed, external, arrayBuffers },
     budgets: session.budgets,
-    held: { chunkCache: session.chunks.cachedBytes, pending: session.chunks.pendingBytes(), inflight: session.persister.inflight, dirty: session.persister.unflushed }
+    held: { chunkCache: session.chunks.cachedBytes, pending: session.chunks.pendingBytes(), inflight: session.persister.inflight, dirty: session.persister.unflushed, chunkBuffers: session.chunks.buffers.kept }
   }
 }
 

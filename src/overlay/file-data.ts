@@ -41,18 +41,28 @@ export class FileData {
   private dirtyChunk (node: FileNode, e: FileEntry, idx: number): Buffer {
     let d = node.dirty.get(idx)
     if (d) return d
-    d = Buffer.alloc(CHUNK_SIZE)
+    d = this.chunks.buffers.take()
     const start = idx * CHUNK_SIZE
-    if (start < e.size) readEntry(e, this.chunks, d, 0, chunkLen(e.size, idx), start, this.srcReader(e))
+    const len = start < e.size ? chunkLen(e.size, idx) : 0
+    if (len > 0) readEntry(e, this.chunks, d, 0, len, start, this.srcReader(e))
+    d.fill(0, len)
     node.dirty.set(idx, d)
     return d
   }
 
   /** A dirty buffer for chunk idx that the caller fills whole. */
   private wholeChunk (node: FileNode, idx: number): Buffer {
-    const d = Buffer.allocUnsafe(CHUNK_SIZE)
+    const d = this.chunks.buffers.take()
     node.dirty.set(idx, d)
     return d
+  }
+
+  /** Chunk idx's dirty buffer is dropped (nothing else holds it): it is reused. */
+  private dropDirty (node: FileNode, idx: number): void {
+    const d = node.dirty.get(idx)
+    if (!d) return
+    node.dirty.delete(idx)
+    this.chunks.buffers.give(d)
   }
 
   /** Writes all of buf; true when that cleared set-ID bits (so cached attributes are stale). */
@@ -94,7 +104,7 @@ export class FileData {
     const last = Math.floor((to - 1) / CHUNK_SIZE)
     const srcEnd = srcBytes(e)
     const whole = (idx: number): void => {
-      node.dirty.delete(idx)
+      this.dropDirty(node, idx)
       if (idx * CHUNK_SIZE < srcEnd) e.chunks.set(idx, null)
       else e.chunks.delete(idx)
     }
@@ -127,7 +137,7 @@ export class FileData {
       const within = size % CHUNK_SIZE
       if (within !== 0 && (node.dirty.has(keep - 1) || e.chunks.get(keep - 1))) this.dirtyChunk(node, e, keep - 1).fill(0, within)
       for (const idx of [...e.chunks.keys()]) if (idx >= keep) e.chunks.delete(idx)
-      for (const idx of [...node.dirty.keys()]) if (idx >= keep) node.dirty.delete(idx)
+      for (const idx of [...node.dirty.keys()]) if (idx >= keep) this.dropDirty(node, idx)
       if (e.src !== undefined && (e.srcSize ?? 0) > size) e.srcSize = size
     } else {
       this.hooks.checkSpace(0)
@@ -210,17 +220,23 @@ export class FileData {
     const srcEnd = srcBytes(e)
     for (const [idx, d] of node.dirty) {
       const valid = chunkLen(e.size, idx)
-      if (valid === 0) continue
+      if (valid === 0) {
+        this.chunks.buffers.give(d)
+        continue
+      }
       const piece = d.subarray(0, valid)
+      // A whole chunk's buffer is handed over, not copied (it is dropped from dirty below);
+      // a shorter piece is copied, so its 64 KiB buffer is not held for a few bytes.
+      const handOver = valid === d.length
       // A chunk of zeros is a hole: nothing stored (null where it must hide lower bytes).
       if (isZero(piece)) {
         if (idx * CHUNK_SIZE < srcEnd) e.chunks.set(idx, null)
         else e.chunks.delete(idx)
       } else {
-        // A whole chunk's buffer is handed over, not copied (it is dropped from dirty below);
-        // a shorter piece is copied, so its 64 KiB buffer is not held for a few bytes.
-        e.chunks.set(idx, this.chunks.put(piece, true, valid === d.length))
+        e.chunks.set(idx, this.chunks.put(piece, true, handOver))
+        if (handOver) continue
       }
+      this.chunks.buffers.give(d)
     }
     node.dirty.clear()
   }

@@ -76,7 +76,7 @@ export class Session {
   private constructor (store: Store, workspace: string, dirFd: number, base: Map<string, Entry>) {
     this.store = store
     this.workspace = workspace
-    this.chunks = new ChunkStore(store, this.budgets.chunkCache)
+    this.chunks = new ChunkStore(store, this.budgets.chunkCache, this.budgets.dirty)
     this.lower = new Lower(dirFd, base, this.chunks)
     this.history = new History(store)
     this.overlay = new Overlay(new View(this.lower), new Map(), this.lower, this.chunks, {

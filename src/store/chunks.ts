@@ -10,6 +10,7 @@ import { CHUNK_SIZE } from './entries.js'
 import { refKey, type BatchOp } from './keys.js'
 import { encodeRef, type Store } from './store.js'
 import type { ChunkRef } from './pack-format.js'
+import { ChunkBuffers } from './chunk-buffers.js'
 
 export function hashChunk (data: Buffer): Buffer {
   return createHash('sha256').update(data).digest()
@@ -57,10 +58,15 @@ export class ChunkStore {
   private cacheBytes = 0
   /** The read cache's budget (memory.ts: chunkCache). */
   private readonly cacheLimit: number
+  /** Written chunks' buffers, reused (chunk-buffers.ts): the overlay takes them, drain gives them back. */
+  readonly buffers: ChunkBuffers
+  /** Queued chunks whose buffer came from `buffers` (handed over by put with owned). */
+  private readonly pooled = new Set<string>()
 
-  constructor (store: Store, cacheLimit = CACHE_BYTES) {
+  constructor (store: Store, cacheLimit = CACHE_BYTES, dirtyBytes = 8 * 1024 * 1024) {
     this.store = store
     this.cacheLimit = cacheLimit
+    this.buffers = new ChunkBuffers(dirtyBytes)
   }
 
   /** Bytes in the read cache. */
@@ -78,22 +84,26 @@ export class ChunkStore {
 
   /**
    * Hash `data`, queue it unless already stored, and return the hash. `owned`: the caller
-   * gives the buffer up (it never writes to it again), so it is queued without a copy.
+   * gives up a buffer it took from `buffers` (it never touches it again): it is queued without
+   * a copy, and goes back to `buffers` once its bytes are in a pack.
    */
   put (data: Buffer, forHead = false, owned = false): Buffer {
     const hash = hashChunk(data)
     const hex = hash.toString('hex')
     if (this.pending.has(hex) || this.known.has(hex)) {
       if (!forHead) this.headOnly.delete(hex)
+      if (owned) this.buffers.give(data)
       return hash
     }
     if (!this.deleting.has(hex) && this.store.hasChunk(hex)) {
       this.known.add(hex)
       this.headOnly.delete(hex)
+      if (owned) this.buffers.give(data)
       return hash
     }
     // Copy: callers reuse their buffers.
     this.pending.set(hex, owned ? data : Buffer.from(data))
+    if (owned) this.pooled.add(hex)
     if (forHead) this.headOnly.add(hex)
     return hash
   }
@@ -112,8 +122,10 @@ export class ChunkStore {
     if (!this.headOnly.delete(hex)) return 0
     const queued = this.pending.get(hex)
     const bytes = queued?.length ?? this.cache.get(hex)?.length ?? CHUNK_SIZE
-    if (queued) this.pending.delete(hex)
-    else {
+    if (queued) {
+      this.pending.delete(hex)
+      if (this.pooled.delete(hex)) this.buffers.give(queued)
+    } else {
       ops.push({ type: 'del', key: refKey(hex) })
       // Its pack learns of it when the delete lands (landed): only then may the pack go.
       const pack = this.headPacks.get(hex)
@@ -130,6 +142,10 @@ export class ChunkStore {
     return bytes
   }
 
+  /**
+   * The chunk's bytes. Callers use them before they next yield and keep no reference: a
+   * queued chunk's buffer is reused once drained (chunk-buffers.ts).
+   */
   get (hash: Buffer): Buffer {
     const hex = hash.toString('hex')
     const p = this.pending.get(hex) ?? this.cache.get(hex)
@@ -166,8 +182,7 @@ export class ChunkStore {
   drain (ops: BatchOp[]): { bytes: number, hexes: string[] } {
     // Every append first: one that fails (a full disk) throws with nothing changed here, every
     // chunk still queued (what was appended before it is unreferenced, garbage for gc).
-    const refs: ChunkRef[] = []
-    for (const [hex, data] of this.pending) refs.push(this.store.packs.append(Buffer.from(hex, 'hex'), data))
+    const refs: ChunkRef[] = this.store.packs.appendAll([...this.pending].map(([hex, data]) => [Buffer.from(hex, 'hex'), data]))
     let bytes = 0
     const hexes: string[] = this.freedUndrained
     this.freedUndrained = []
@@ -183,7 +198,10 @@ export class ChunkStore {
       const f = this.flying.get(hex)
       if (f) { f.batches++; f.ref = ref } // put again (freed meanwhile): in flight until its last batch lands
       else this.flying.set(hex, { ref, batches: 1 })
-      this.remember(hex, data)
+      // A written chunk's buffer is reused rather than cached: its bytes are in the pack (and
+      // in the kernel's page cache, which answers re-reads before cpfs is asked).
+      if (this.pooled.delete(hex)) this.buffers.give(data)
+      else this.remember(hex, data)
     }
     this.pending.clear()
     return { bytes, hexes }
