@@ -28,6 +28,9 @@ export const SEAL_AT = 16 * 1024 * 1024
 /** Sealed packs kept open for reading at once (a big store has thousands of packs). */
 const OPEN_FDS = 64
 
+/** Two buffers a record: within IOV_MAX (1024) on Linux. */
+const MAX_RECORDS_PER_WRITE = 512
+
 const OPEN_RE = /^(\d{10})\.open$/
 const SEALED_RE = /^(\d{10})-([0-9a-f]{64})\.pack$/
 
@@ -59,6 +62,8 @@ export class PackSet {
   private nextId = 1
   /** Packs being fdatasynced: their fds stay open. */
   private readonly syncing = new Set<number>()
+  /** fdatasyncs started when a pack was sealed, not yet done (sync waits for them). */
+  private readonly sealSyncs = new Set<Promise<void>>()
 
   private constructor (dir: string) {
     this.dir = dir
@@ -99,21 +104,39 @@ export class PackSet {
 
   /** Append one chunk (its SHA-256 and bytes): written when this returns, not synced. */
   append (hash: Buffer, data: Buffer): ChunkRef {
-    const a = this.active ?? this.start()
-    const head = recordHeader(hash, data.length)
-    const total = head.length + data.length
-    let done = 0
-    while (done < total) {
-      const bufs = done < head.length ? [head.subarray(done), data] : [data.subarray(done - head.length)]
-      done += fs.writevSync(a.fd, bufs, a.size + done)
+    return this.appendAll([[hash, data]])[0]
+  }
+
+  /**
+   * Append chunks in order, as few writes as the open pack and IOV_MAX allow (one per chunk
+   * was a syscall per 64 KiB of a big write): every one written when this returns, not synced.
+   * A write that fails leaves the pack as it was (the next append writes over its bytes).
+   */
+  appendAll (items: Array<[hash: Buffer, data: Buffer]>): ChunkRef[] {
+    const refs: ChunkRef[] = []
+    let i = 0
+    while (i < items.length) {
+      const a = this.active ?? this.start()
+      const bufs: Buffer[] = []
+      const heads: Buffer[] = []
+      let bytes = 0
+      // Records up to the one that reaches SEAL_AT, as for single appends.
+      while (i < items.length && heads.length < MAX_RECORDS_PER_WRITE && (heads.length === 0 || a.size + bytes < SEAL_AT)) {
+        const [hash, data] = items[i++]
+        const head = recordHeader(hash, data.length)
+        refs.push({ pack: a.id, offset: a.size + bytes + RECORD_HEADER, length: data.length })
+        bufs.push(head, data)
+        heads.push(head)
+        bytes += head.length + data.length
+      }
+      writevAll(a.fd, bufs, bytes, a.size)
+      for (const h of heads) a.names.update(h)
+      a.size += bytes
+      this.unsynced.add(a.id)
+      this.appended.set(a.id, (this.appended.get(a.id) ?? 0) + heads.length)
+      if (a.size >= SEAL_AT) this.seal()
     }
-    a.names.update(head)
-    const ref = { pack: a.id, offset: a.size + RECORD_HEADER, length: data.length }
-    a.size += total
-    this.unsynced.add(a.id)
-    this.appended.set(a.id, (this.appended.get(a.id) ?? 0) + 1)
-    if (a.size >= SEAL_AT) this.seal()
-    return ref
+    return refs
   }
 
   /** The stored bytes `ref` names (not checked: the caller hashes them). */
@@ -154,17 +177,10 @@ export class PackSet {
     this.unsynced.clear() // appends from now on go with the next sync
     const dir = this.dirChanged
     this.dirChanged = false
+    const sealed = [...this.sealSyncs]
     try {
       // All at once: the disk gets every pack's writeback together, as one file's fsync would.
-      await Promise.all(ids.filter(id => this.names.has(id)).map(async id => {
-        const fd = this.fd(id)
-        this.syncing.add(id)
-        try {
-          await new Promise<void>((resolve, reject) => fs.fdatasync(fd, err => err ? reject(err) : resolve()))
-        } finally {
-          this.syncing.delete(id)
-        }
-      }))
+      await Promise.all(ids.filter(id => this.names.has(id)).map(id => this.fdatasync(id)).concat(sealed))
       if (dir) {
         const fd = fs.openSync(this.dir, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY)
         try { fs.fsyncSync(fd) } finally { fs.closeSync(fd) }
@@ -181,8 +197,12 @@ export class PackSet {
     for (const id of ids) if (this.names.has(id)) fs.fdatasyncSync(this.fd(id))
   }
 
-  /** Seal the open pack, if any: renamed to its content name, never written again. */
-  seal (): void {
+  /**
+   * Seal the open pack, if any: renamed to its content name, never written again. Its
+   * fdatasync starts now, in the background: a big write's packs reach the disk while the
+   * next ones fill, and the fsync at its end waits only for the rest (sync).
+   */
+  seal (background = true): void {
     const a = this.active
     if (!a) return
     this.active = null
@@ -190,6 +210,24 @@ export class PackSet {
     fs.renameSync(join(this.dir, this.names.get(a.id)!), join(this.dir, name))
     this.names.set(a.id, name)
     this.dirChanged = true
+    if (!background || !this.unsynced.delete(a.id)) return
+    const p: Promise<void> = this.fdatasync(a.id).catch((err) => {
+      if (this.names.has(a.id)) this.unsynced.add(a.id) // the next sync tries again
+      throw err
+    }).finally(() => this.sealSyncs.delete(p))
+    p.catch(() => {}) // a sync that was waiting for it reports the error
+    this.sealSyncs.add(p)
+  }
+
+  /** fdatasync pack id in libuv's pool; its fd stays open meanwhile. */
+  private async fdatasync (id: number): Promise<void> {
+    const fd = this.fd(id)
+    this.syncing.add(id)
+    try {
+      await new Promise<void>((resolve, reject) => fs.fdatasync(fd, err => err ? reject(err) : resolve()))
+    } finally {
+      this.syncing.delete(id)
+    }
   }
 
   /** A chunk of pack `id` appended by this session was freed (its reference deleted). */
@@ -230,7 +268,7 @@ export class PackSet {
 
   /** Seal the open pack and close every file (the store closes). */
   close (): void {
-    if (this.active && this.active.size > PACK_HEADER) this.seal()
+    if (this.active && this.active.size > PACK_HEADER) this.seal(false) // its fd closes below
     else if (this.active) this.remove(this.active.id)
     for (const fd of this.fds.values()) fs.closeSync(fd)
     this.fds.clear()
@@ -272,7 +310,7 @@ export class PackSet {
     }
     fs.fdatasyncSync(fd)
     this.active = { id, fd, size: s.end, names }
-    this.seal()
+    this.seal(false) // synced just above
   }
 
   private fd (id: number): number {
@@ -294,5 +332,20 @@ export class PackSet {
       this.fds.delete(old)
     }
     return fd
+  }
+}
+
+/** Write every byte of bufs (total bytes) at pos, going on after a short write. */
+function writevAll (fd: number, bufs: Buffer[], total: number, pos: number): void {
+  let done = fs.writevSync(fd, bufs, pos)
+  while (done < total) {
+    const rest: Buffer[] = []
+    let skip = done
+    for (const b of bufs) {
+      if (skip >= b.length) { skip -= b.length; continue }
+      rest.push(skip > 0 ? b.subarray(skip) : b)
+      skip = 0
+    }
+    done += fs.writevSync(fd, rest, pos + done)
   }
 }

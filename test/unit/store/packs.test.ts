@@ -54,6 +54,30 @@ t.test('a pack is sealed once it reaches SEAL_AT', async t => {
   p.close()
 })
 
+t.test('appendAll: many chunks in few writes, split where a pack is sealed, each readable; the sealed pack is synced in the background', async t => {
+  const store = join(dir, 'many')
+  fs.mkdirSync(store)
+  const p = PackSet.open(store)
+  const items: Array<[Buffer, Buffer]> = []
+  for (let i = 0; i < 600; i++) {
+    const d = Buffer.alloc(64 * 1024, i % 251)
+    d.writeUInt32LE(i)
+    items.push([sha(d), d])
+  }
+  const refs = p.appendAll(items)
+  t.equal(refs.length, items.length, 'one reference a chunk')
+  t.ok(refs.every((r, i) => p.read(r).equals(items[i][1])), 'every chunk reads back')
+  t.same([...new Set(refs.map(r => r.pack))], [1, 2, 3], '600 × 64 KiB crosses SEAL_AT twice')
+  t.ok(refs.filter(r => r.pack === 1).length * 64 * 1024 >= SEAL_AT, 'a pack is sealed only once it reached SEAL_AT')
+  t.match(p.fileName(1)!, /^0000000001-[0-9a-f]{64}\.pack$/, 'the first is sealed')
+  await p.sync()
+  p.close()
+  const again = PackSet.open(store)
+  t.ok(refs.every((r, i) => again.read(r).equals(items[i][1])), 'and after reopening')
+  for (const id of again.ids()) t.equal(again.scan(id).records.length, refs.filter(r => r.pack === id).length, `pack ${id} scans whole`)
+  again.close()
+})
+
 t.test('a pack left open by a crash: a torn record at its end is cut off and the pack sealed', async t => {
   const store = join(dir, 'c')
   fs.mkdirSync(store)
