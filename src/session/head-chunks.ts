@@ -10,6 +10,30 @@ import type { Entry } from '../store/entries.js'
 import type { BatchOp } from '../store/keys.js'
 import type { Store } from '../store/store.js'
 
+/**
+ * Hex names of chunk hashes, by the hash's Buffer: a file being written is persisted again and
+ * again, its unchanged chunks' hashes the same objects each time (a 256 MiB file: 4,096 names
+ * a batch, which hex-encoding anew took a visible share of the daemon's time).
+ */
+const hexNames = new WeakMap<Buffer, string>()
+
+function hexOf (h: Buffer): string {
+  let hex = hexNames.get(h)
+  if (hex === undefined) hexNames.set(h, hex = h.toString('hex'))
+  return hex
+}
+
+/** The distinct head-only chunks among a file's chunk hashes. */
+function headOnlyOf (hashes: Iterable<Buffer | null>, headOnly: Set<string>): string[] {
+  const out = new Set<string>()
+  for (const h of hashes) {
+    if (h === null) continue
+    const hex = hexOf(h)
+    if (headOnly.has(hex)) out.add(hex)
+  }
+  return [...out]
+}
+
 /** Once this much was freed from the store, LevelDB compacts the chunks so the disk gets it back. */
 const COMPACT_AFTER_BYTES = 32 * 1024 * 1024
 
@@ -57,7 +81,7 @@ export class HeadChunks {
     const dropped: string[] = []
     for (const p of paths) {
       const e = head.get(p)
-      const after = e?.kind === 'f' ? [...new Set([...e.chunks.values()].filter((h): h is Buffer => h !== null).map(h => h.toString('hex')).filter(h => headOnly.has(h)))] : []
+      const after = e?.kind === 'f' ? headOnlyOf(e.chunks.values(), headOnly) : []
       const before = this.headRefs.get(p) ?? []
       for (const h of after) this.refCount.set(h, (this.refCount.get(h) ?? 0) + 1)
       for (const h of before) dropped.push(h)
