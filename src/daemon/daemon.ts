@@ -13,7 +13,7 @@ import { Channel } from '../fuse/channel.js'
 import { OP_NAMES } from '../fuse/kernel.js'
 import { FuseOps } from '../fuse/ops.js'
 import { NAME_MAX, nameMax } from '../overlay/limits.js'
-import { cacheTimeout, checkFuse, mountFuse, unmountPath } from '../fuse/mount.js'
+import { cacheTimeout, checkFuse, mountFuse, unmountPath, widenReadahead } from '../fuse/mount.js'
 import { Notifier } from '../fuse/invalidate.js'
 import { WatcherEvents } from './watchers.js'
 import { recover } from '../plans/finish.js'
@@ -146,6 +146,7 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
   session.lower.cacheReal(true)
   ch.start()
   await initDone
+  widenReadahead(loc.workspace)
 
   const views = new ViewInvalidation(session, ops, notifier, watch, ch)
   const withInvalidation = async <T>(fn: () => Promise<T>): Promise<T> => await views.around(fn)

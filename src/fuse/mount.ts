@@ -65,6 +65,43 @@ export function mountFuse (dir: string, opts: MountOptions): number {
   return fd
 }
 
+/** CPFS_READAHEAD_KB: the mount's readahead window (default 4096; 0 leaves the kernel's). */
+export function readaheadKb (): number {
+  const v = Number(process.env.CPFS_READAHEAD_KB ?? 4096)
+  return Number.isInteger(v) && v >= 0 ? v : 4096
+}
+
+/**
+ * Widen the mount's readahead window (its bdi's read_ahead_kb) to `kb`, once INIT is done (the
+ * kernel caps it at INIT to the 128 KiB it offers). A sequential read of a big file then
+ * arrives as 1 MiB READs several at a time instead of one 128–256 KiB READ per round trip:
+ * measured, a cold `cat` of 256 MiB took 0.76–0.84 s at 128 KiB, 0.51–0.56 s at 1 MiB and
+ * 0.32 s at 4 MiB. The kernel grows the window only for sequential reads, so random reads
+ * pay nothing. Only root may write it; elsewhere the kernel's default stays. The device comes
+ * from /proc/self/mountinfo: a stat of the mount would be a request to this very thread.
+ * Returns the window set, or null.
+ */
+export function widenReadahead (dir: string, kb = readaheadKb()): number | null {
+  if (kb === 0) return null
+  let dev: string | undefined
+  for (const line of fs.readFileSync('/proc/self/mountinfo', 'utf8').split('\n')) {
+    const f = line.split(' ')
+    if (f.length > 4 && unescapeMountPath(f[4]) === dir) dev = f[2] // the last one is on top
+  }
+  if (dev === undefined) return null
+  try {
+    fs.writeFileSync(`/sys/class/bdi/${dev}/read_ahead_kb`, String(kb))
+    return kb
+  } catch {
+    return null // not root (or no sysfs): the kernel's window stays
+  }
+}
+
+/** mountinfo escapes space, tab, newline and backslash as octal. */
+function unescapeMountPath (p: string): string {
+  return p.replace(/\\([0-7]{3})/g, (_, o: string) => String.fromCharCode(parseInt(o, 8)))
+}
+
 function run (cmd: string, args: string[]): Promise<{ status: number | null, missing: boolean, output: string }> {
   return new Promise((resolve) => {
     const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] })
