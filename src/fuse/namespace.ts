@@ -40,10 +40,15 @@ export class NamespaceOps {
 
   unlink (r: Request, c: Channel, dir: boolean): void {
     const { path } = this.cx.childPath(r, r.body)
-    if (!dir) this.cx.byNode.beforeRemoval(path)
+    const pinned = dir ? null : this.cx.byNode.beforeRemoval(path)
     const file = dir ? null : this.ov.fileAt(path)
-    if (dir) this.ov.rmdir(path)
-    else this.ov.unlink(path)
+    try {
+      if (dir) this.ov.rmdir(path)
+      else this.ov.unlink(path)
+    } catch (err) {
+      this.cx.byNode.unpin(pinned)
+      throw err
+    }
     this.cx.nodes.removed(path, file)
     this.cx.done(c, r)
   }
@@ -57,10 +62,17 @@ export class NamespaceOps {
     checkName(dname, this.cx.nameMax)
     const dst = join(this.cx.nodes.path(newdir), dname)
     if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE) || (flags & RENAME_NOREPLACE && flags & RENAME_EXCHANGE)) throw fsError('EINVAL', dst)
-    if (!(flags & RENAME_EXCHANGE)) this.cx.byNode.beforeRemoval(dst)
+    const pinned = flags & RENAME_EXCHANGE ? null : this.cx.byNode.beforeRemoval(dst)
     const replaced = flags & RENAME_EXCHANGE ? null : this.ov.fileAt(dst)
-    const changed = this.ov.rename(src, dst, { noReplace: Boolean(flags & RENAME_NOREPLACE), exchange: Boolean(flags & RENAME_EXCHANGE) })
+    let changed
+    try {
+      changed = this.ov.rename(src, dst, { noReplace: Boolean(flags & RENAME_NOREPLACE), exchange: Boolean(flags & RENAME_EXCHANGE) })
+    } catch (err) {
+      this.cx.byNode.unpin(pinned)
+      throw err
+    }
     if (!changed) {
+      this.cx.byNode.unpin(pinned)
       // the same path, or two names of one inode: nothing moved
     } else if (flags & RENAME_EXCHANGE) {
       this.cx.nodes.renamed(src, '/\u0000exchange')

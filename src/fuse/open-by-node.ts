@@ -69,17 +69,30 @@ export class OpenByNode {
    * path is about to lose what it names (unlink, rename over it): if that is a regular file
    * the kernel knows, keep a handle on it so descriptors still open on it go on working.
    */
-  beforeRemoval (path: string): void {
-    if (!this.active) return
+  beforeRemoval (path: string): number | null {
+    if (!this.active) return null
     const n = this.nodes.at(path)
-    if (!n || this.pins.has(n.id) || n.paths.size > 1) return
+    if (!n || this.pins.has(n.id) || n.paths.size > 1) return null
     let fh: number
     try {
       fh = this.ov.open(path, fs.constants.O_RDWR)
     } catch {
-      return // not a regular file: nothing to keep
+      return null // not a regular file: nothing to keep
     }
     this.pins.set(n.id, fh)
+    return n.id
+  }
+
+  /**
+   * The removal beforeRemoval pinned node id for did not happen (it failed, or a rename found
+   * nothing to move): the file keeps its name, and is served by it again.
+   */
+  unpin (nodeid: number | null): void {
+    if (nodeid === null) return
+    const fh = this.pins.get(nodeid)
+    if (fh === undefined) return
+    this.pins.delete(nodeid)
+    this.ov.release(fh)
   }
 
   noteWritten (nodeid: number): void {
@@ -130,9 +143,6 @@ export class OpenByNode {
         this.onOrphan(fh)
       }
     }
-    const fh = this.pins.get(nodeid)
-    if (fh === undefined) return
-    this.pins.delete(nodeid)
-    this.ov.release(fh)
+    this.unpin(nodeid)
   }
 }

@@ -47,6 +47,22 @@ t.test('a file that loses its last name stays readable until the kernel forgets 
   t.throws(() => byNode.with(b, (fh) => read(fs, fh)), { code: 'ESTALE' }, 'a forgotten node reaches nothing')
 })
 
+t.test('a removal that did not happen leaves no pin: the file is served by its name again', async t => {
+  const { fs, byNode, id } = await setup(t)
+  fs.release(fs.create('/w/d.txt', 0o644, { uid: 0, gid: 0 }))
+  const d = id('/w/d.txt')
+  const pinned = byNode.beforeRemoval('/w/d.txt')
+  t.equal(pinned, d, 'pinned before the removal')
+  t.ok(fs.fileAt('/w/d.txt'), 'through an open handle')
+  byNode.unpin(pinned) // the unlink failed (say EACCES)
+  t.equal(byNode.pinned(d), undefined, 'unpinned')
+  t.equal(fs.fileAt('/w/d.txt'), null, 'and its handle released')
+  byNode.with(d, (fh) => fs.write(fh, Buffer.from('by name'), 7, 0, null))
+  t.equal(byNode.with(d, (fh) => read(fs, fh)), 'by name', 'requests by node reach the file by its name')
+  byNode.unpin(null)
+  t.pass('unpin(null) (nothing was pinned) does nothing')
+})
+
 t.test('a removed name the kernel does not know pins nothing', async t => {
   const { fs, byNode } = await setup(t)
   fs.release(fs.create('/w/c.txt', 0o644, { uid: 0, gid: 0 }))
