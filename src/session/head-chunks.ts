@@ -13,6 +13,19 @@ import type { Store } from '../store/store.js'
 /** Once this much was freed from the store, LevelDB compacts the chunks so the disk gets it back. */
 const COMPACT_AFTER_BYTES = 32 * 1024 * 1024
 
+const NONE: string[] = []
+
+/** The distinct head-only chunks (hex) among a file's chunk hashes (one pass: this runs for every file in every batch). */
+function headOnlyHexes (hashes: Iterable<Buffer | null>, headOnly: Set<string>): string[] {
+  let out: Set<string> | null = null
+  for (const h of hashes) {
+    if (h === null) continue
+    const hex = h.toString('hex')
+    if (headOnly.has(hex)) (out ??= new Set()).add(hex)
+  }
+  return out ? [...out] : NONE
+}
+
 export class HeadChunks {
   private readonly headRefs = new Map<string, string[]>()
   private readonly refCount = new Map<string, number>()
@@ -57,7 +70,7 @@ export class HeadChunks {
     const dropped: string[] = []
     for (const p of paths) {
       const e = head.get(p)
-      const after = e?.kind === 'f' ? [...new Set([...e.chunks.values()].filter((h): h is Buffer => h !== null).map(h => h.toString('hex')).filter(h => headOnly.has(h)))] : []
+      const after = e?.kind === 'f' ? headOnlyHexes(e.chunks.values(), headOnly) : NONE
       const before = this.headRefs.get(p) ?? []
       for (const h of after) this.refCount.set(h, (this.refCount.get(h) ?? 0) + 1)
       for (const h of before) dropped.push(h)
