@@ -104,6 +104,12 @@ export interface Durability {
   durable (): Promise<void> | null
   /** Every open file's data into the store; with `sync`, durable against power loss (fsync). */
   flushAll (sync: boolean): Promise<void> | null
+  /**
+   * One file's data (the head key of an open file, FileNode.key) and every namespace and
+   * metadata change into the store, as durable as `durable()`; other files' written data stays
+   * for their own close or fsync.
+   */
+  flushFile (key: string): Promise<void> | null
   /** `bytes` were written: a batch is made once enough wait. */
   noteWritten (bytes: number): void
   /** A promise to wait on before answering a WRITE when the store is behind, else null. */

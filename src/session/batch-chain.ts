@@ -81,6 +81,9 @@ export class BatchChain {
     const logged = this.walOps.length > 0
     const seq = this.store.wal.seq
     const all = logged ? [...this.walOps, ...ops, walSeqOp(seq)] : ops
+    // Logged batches repeat keys (a file's entry at its create, again at its close; its
+    // directory's at every create in it): LevelDB needs only the last op of each.
+    if (logged) lastOpPerKey(all)
     const allHexes = logged ? this.walHexes.concat(hexes) : hexes
     const allBytes = this.walBytes + bytes
     this.walOps = []
@@ -117,4 +120,21 @@ export class BatchChain {
 
 function storeWriteError (err: any): CpfsError {
   return new CpfsError('STORE_WRITE', `cannot write to the store: ${err?.cause?.message ?? err?.message}`, 'free space on the store disk', { cause: err })
+}
+
+/**
+ * Keep only the last op for each key, in place and in order: a put followed by a delete of the
+ * same key (a chunk written, its batch refused for space, then its file removed) writes nothing.
+ * Within one LevelDB batch (applied atomically) only the last op of a key has any effect.
+ */
+export function lastOpPerKey (ops: BatchOp[]): void {
+  const seen = new Set<string>()
+  let w = ops.length
+  for (let i = ops.length - 1; i >= 0; i--) {
+    const op = ops[i]
+    if (seen.has(op.key)) continue
+    seen.add(op.key)
+    ops[--w] = op
+  }
+  ops.splice(0, w)
 }

@@ -23,19 +23,21 @@ function hexOf (h: Buffer): string {
   return hex
 }
 
-/** The distinct head-only chunks among a file's chunk hashes. */
-function headOnlyOf (hashes: Iterable<Buffer | null>, headOnly: Set<string>): string[] {
-  const out = new Set<string>()
+/** Once this much was freed from the store, LevelDB compacts the chunks so the disk gets it back. */
+const COMPACT_AFTER_BYTES = 32 * 1024 * 1024
+
+const NONE: string[] = []
+
+/** The distinct head-only chunks (hex) among a file's chunk hashes (one pass: this runs for every file in every batch). */
+function headOnlyHexes (hashes: Iterable<Buffer | null>, headOnly: Set<string>): string[] {
+  let out: Set<string> | null = null
   for (const h of hashes) {
     if (h === null) continue
     const hex = hexOf(h)
-    if (headOnly.has(hex)) out.add(hex)
+    if (headOnly.has(hex)) (out ??= new Set()).add(hex)
   }
-  return [...out]
+  return out ? [...out] : NONE
 }
-
-/** Once this much was freed from the store, LevelDB compacts the chunks so the disk gets it back. */
-const COMPACT_AFTER_BYTES = 32 * 1024 * 1024
 
 export class HeadChunks {
   private readonly headRefs = new Map<string, string[]>()
@@ -81,7 +83,7 @@ export class HeadChunks {
     const dropped: string[] = []
     for (const p of paths) {
       const e = head.get(p)
-      const after = e?.kind === 'f' ? headOnlyOf(e.chunks.values(), headOnly) : []
+      const after = e?.kind === 'f' ? headOnlyHexes(e.chunks.values(), headOnly) : NONE
       const before = this.headRefs.get(p) ?? []
       for (const h of after) this.refCount.set(h, (this.refCount.get(h) ?? 0) + 1)
       for (const h of before) dropped.push(h)

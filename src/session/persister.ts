@@ -7,7 +7,7 @@ import type { ChunkStore } from '../store/chunks.js'
 import { encodeEntry } from '../store/codec.js'
 import { entryKey, type BatchOp } from '../store/keys.js'
 import type { Store } from '../store/store.js'
-import { BatchChain } from './batch-chain.js'
+import { BatchChain, lastOpPerKey } from './batch-chain.js'
 import type { HeadChunks } from './head-chunks.js'
 import type { Space } from './space.js'
 import { DEFAULT_BUDGETS, type MemoryBudgets } from '../store/memory.js'
@@ -25,6 +25,8 @@ const WAL_RECORD_BYTES = 1024 * 1024
 const WAL_MAX_BYTES = 16 * 1024 * 1024
 /** CPFS_WAL=0: every durable answer waits for LevelDB, as before the log (for measuring). */
 const WAL_ON = process.env.CPFS_WAL !== '0'
+
+export { lastOpPerKey }
 
 /** What the persister writes besides the head's entries, from the parts that own it. */
 export interface PersistSources {
@@ -301,20 +303,16 @@ export class Persister {
     for (const p of this.overlay.unsettled()) this.dirtyPaths.add(p)
     return this.persist(sync)
   }
-}
 
-/**
- * Keep only the last op for each key, in place and in order: a put followed by a delete of the
- * same key (a chunk written, its batch refused for space, then its file removed) writes nothing.
- */
-export function lastOpPerKey (ops: BatchOp[]): void {
-  const seen = new Set<string>()
-  let w = ops.length
-  for (let i = ops.length - 1; i >= 0; i--) {
-    const op = ops[i]
-    if (seen.has(op.key)) continue
-    seen.add(op.key)
-    ops[--w] = op
+  /**
+   * close(2) of one file: its data and every other change but other files' written data (a
+   * batch like durable()'s, with this file in it). Flushing every open file at every close
+   * hashed and stored the half-written files of concurrent writers (npm's four extract
+   * threads: 1.5 files per close), which their own close then did again.
+   */
+  flushFile (key: string): Promise<void> | null {
+    this.dataOnly.delete(key)
+    this.dirtyPaths.add(key)
+    return this.persist(false, true)
   }
-  ops.splice(0, w)
 }

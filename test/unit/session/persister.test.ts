@@ -104,3 +104,23 @@ t.test('lastOpPerKey keeps the last op of each key, in order', async t => {
   lastOpPerKey(none)
   t.same(none, [])
 })
+
+t.test('flushFile takes one file\'s data and leaves other files being written for their own close', async t => {
+  const { s } = await session(t, tmpDir(t, 'persister'))
+  // Within a few milliseconds, so that no timed batch comes in between; each create is made durable before
+  // its data is written, as the mount answers CREATE.
+  for (const name of ['a', 'b']) {
+    const fh = s.overlay.create(`/w/${name}`, 0o644)
+    await s.persister.durable()
+    s.overlay.write(fh, Buffer.from(`data of ${name}`), 6, 0)
+    s.overlay.release(fh)
+  }
+  t.same([...s.overlay.unsettled()].sort(), ['/w/a', '/w/b'], 'both files hold written data')
+  const p = s.persister.flushFile('/w/a')
+  t.same([...s.overlay.unsettled()], ['/w/b'], 'the close of a takes a\'s data only')
+  await p
+  await s.persister.flushAll(true)
+  t.same([...s.overlay.unsettled()], [], 'flushAll takes the rest')
+  t.equal(stored(s, '/w/a')?.kind, 'f')
+  t.equal(stored(s, '/w/b')?.kind, 'f')
+})
