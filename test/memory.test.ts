@@ -2,13 +2,16 @@
 // daemon (it reports them in `cpfs status --json`, and its node flags carry the heap budget),
 // what its caches hold stays within them while a big file is written, and data flushed early
 // because of a small dirty budget keeps every durability promise: byte-exact after kill -9
-// once dd returned, and after a remount and an unmount. Structural bounds only: resident sizes
+// once dd returned, and after a remount and an unmount; free native memory is given back
+// (malloc_trim) after work, never while idle. Structural bounds only: resident sizes
 // belong in bench/run.mjs's output, not in a test.
 import t from 'tap'
 import * as fs from 'node:fs'
 import { spawn } from 'node:child_process'
 import { join } from 'node:path'
 import { HANG_GUARD_MS, daemonPid, exited, fuseAvailable, workspace } from './helpers.js'
+import { native } from '../dist/native/index.js'
+import { Trimmer } from '../dist/daemon/trim.js'
 
 const MiB = 1024 * 1024
 
@@ -17,6 +20,24 @@ async function kill9 (home: string): Promise<void> {
   process.kill(pid, 'SIGKILL')
   if (!await exited(pid)) throw new Error(`the daemon ${pid} is still there ${HANG_GUARD_MS / 1000} s after SIGKILL`)
 }
+
+t.test('free native memory is given back only after work, once per tick', async t => {
+  t.type(native.mallocTrim(), 'boolean', 'the addon has malloc_trim')
+  let requests = 0
+  let trims = 0
+  const trimmer = new Trimmer(() => requests, () => { trims++; return true })
+  t.equal(trimmer.tick(), false, 'an idle mount: no trim')
+  requests += 5
+  t.equal(trimmer.tick(), true, 'requests were answered: trimmed')
+  t.equal(trimmer.tick(), false, 'and not again until more are')
+  t.equal(trims, 1)
+  requests++
+  trimmer.tick()
+  t.equal(trims, 2)
+  const failing = new Trimmer(() => requests, () => { throw new Error('an old addon') })
+  requests++
+  t.equal(failing.tick(), false, 'an addon without mallocTrim is no error')
+})
 
 if (fuseAvailable(t)) {
   t.test('budgets from the environment and config.json reach the daemon', async t => {
