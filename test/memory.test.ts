@@ -2,13 +2,16 @@
 // daemon (it reports them in `cpfs status --json`, and its node flags carry the heap budget),
 // what its caches hold stays within them while a big file is written, and data flushed early
 // because of a small dirty budget keeps every durability promise: byte-exact after kill -9
-// once dd returned, and after a remount and an unmount. Structural bounds only: resident sizes
+// once dd returned, and after a remount and an unmount; free native memory is given back
+// (malloc_trim) once work is over, never during it. Structural bounds only: resident sizes
 // belong in bench/run.mjs's output, not in a test.
 import t from 'tap'
 import * as fs from 'node:fs'
 import { spawn } from 'node:child_process'
 import { join } from 'node:path'
 import { HANG_GUARD_MS, daemonPid, exited, fuseAvailable, workspace } from './helpers.js'
+import { native } from '../dist/native/index.js'
+import { Trimmer } from '../dist/daemon/trim.js'
 
 const MiB = 1024 * 1024
 
@@ -17,6 +20,29 @@ async function kill9 (home: string): Promise<void> {
   process.kill(pid, 'SIGKILL')
   if (!await exited(pid)) throw new Error(`the daemon ${pid} is still there ${HANG_GUARD_MS / 1000} s after SIGKILL`)
 }
+
+t.test('free native memory is given back once work is over, never while busy or idle', async t => {
+  t.type(native.mallocTrim(), 'boolean', 'the addon has malloc_trim')
+  let requests = 0
+  let trims = 0
+  const trimmer = new Trimmer(() => requests, () => { trims++; return true })
+  t.equal(trimmer.tick(), false, 'an idle mount: no trim')
+  requests += 5
+  t.equal(trimmer.tick(), false, 'requests are being answered: no trim while busy')
+  requests += 5
+  t.equal(trimmer.tick(), false, 'still busy')
+  t.equal(trimmer.tick(), true, 'quiet after work: trimmed')
+  t.equal(trimmer.tick(), false, 'and not again while quiet')
+  t.equal(trims, 1)
+  requests++
+  trimmer.tick()
+  trimmer.tick()
+  t.equal(trims, 2, 'once per burst')
+  const failing = new Trimmer(() => requests, () => { throw new Error('an old addon') })
+  requests++
+  failing.tick()
+  t.equal(failing.tick(), false, 'an addon without mallocTrim is no error')
+})
 
 if (fuseAvailable(t)) {
   t.test('budgets from the environment and config.json reach the daemon', async t => {

@@ -9,6 +9,7 @@ import { dispatcher, serve } from '../control/server.js'
 import { daemonHandlers, memoryStatus } from './commands.js'
 import { ViewInvalidation } from './invalidation.js'
 import { Shutdown } from './shutdown.js'
+import { trimAfterWork } from './trim.js'
 import { Channel } from '../fuse/channel.js'
 import { OP_NAMES } from '../fuse/kernel.js'
 import { FuseOps } from '../fuse/ops.js'
@@ -172,5 +173,7 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
   process.on('SIGHUP', () => onSignal('SIGHUP'))
 
   logMemory(session)
+  // Requests answered so far (the histogram's sum): free native memory is given back once it stops growing.
+  trimAfterWork(() => ch.stats.hist.reduce((a, b) => a + b, 0))
   ready({ pid: process.pid, head: session.head, workspace: loc.workspace, store: loc.store, recovered, watch: watchInfo, ...(outside ? { outside } : {}) })
 }

@@ -29,6 +29,9 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <linux/openat2.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -866,6 +869,20 @@ static napi_value js_syncfs (napi_env env, napi_callback_info info) {
   return undefined(env);
 }
 
+// mallocTrim() -> boolean: glibc's malloc_trim(0). Memory freed inside the allocator's arenas
+// (LevelDB's memtables and blocks, small Buffers) stays resident until the arena's top is free;
+// malloc_trim gives every free page back (madvise), wherever it is. true when some was released.
+static napi_value js_malloc_trim (napi_env env, napi_callback_info info) {
+  (void)info;
+  napi_value r;
+#ifdef __GLIBC__
+  TRY(napi_get_boolean(env, malloc_trim(0) != 0, &r));
+#else
+  TRY(napi_get_boolean(env, false, &r)); // another libc: nothing to ask
+#endif
+  return r;
+}
+
 // ---------------------------------------------------------------------------------------------
 // The request path: calls made for (nearly) every FUSE request, so they avoid Node's general
 // machinery (fs.Stats objects, BigInts, argument objects) and heap allocations.
@@ -995,7 +1012,7 @@ NAPI_MODULE_INIT () {
     F("fsetxattr", js_fsetxattr), F("fremovexattr", js_fremovexattr),
     F("mknodat", js_mknodat),
     F("utimensat", js_utimensat), F("futimens", js_futimens), F("lseek", js_lseek),
-    F("fallocate", js_fallocate), F("syncfs", js_syncfs),
+    F("fallocate", js_fallocate), F("syncfs", js_syncfs), F("mallocTrim", js_malloc_trim),
     F("lstatInto", js_lstat_into), F("writeReply", js_write_reply), F("writeReply2", js_write_reply2),
   };
 #undef F

@@ -116,6 +116,8 @@ export interface Native {
   lseek (fd: number, offset: number, whence: number): number
   fallocate (fd: number, mode: number, offset: number, len: number): void
   syncfs (fd: number): void
+  /** glibc malloc_trim(0): give the allocator's free pages back to the system; true when some were. */
+  mallocTrim (): boolean
 
   // --- fanotify on the real directory under the mount (underneath.c; root only)
   /** Two fanotify groups and the thread that reads them; onReady is called when events wait (drain them). */

@@ -2,8 +2,8 @@
 // size here, settable like the other settings (config.ts): an environment variable first, then
 // "memory" in $CPFS_HOME/config.json, e.g.
 //   { "memory": { "chunkCache": "16M", "dirty": "8M", "inflight": "16M", "levelCache": "4M", "heap": "2G" } }
-// The defaults keep the daemon under 100 MB resident through `npm run bench` (docs/decisions.md,
-// "Bounded daemon memory").
+// What the defaults cost and save is measured in docs/decisions.md ("Bounded daemon memory", and
+// "Daemon memory, second pass" for the 4 MiB chunk cache).
 import { CpfsError } from '../errors.js'
 import { parseSize, readConfig } from './config.js'
 
@@ -14,7 +14,7 @@ export interface MemoryBudgets {
   dirty: number
   /** Chunk bytes handed to LevelDB and not written yet: past this, WRITEs wait (Persister). */
   inflight: number
-  /** LevelDB's block cache (its memtable is writeBufferFor in store.ts, tied to the reserve). */
+  /** LevelDB's block cache (its memtable is LEVEL_WRITE_BUFFER in store.ts, 4 MiB). */
   levelCache: number
   /**
    * V8's old-space ceiling for the daemon (--max-old-space-size): a safety limit, not a target
@@ -28,7 +28,7 @@ export interface MemoryBudgets {
 const MiB = 1024 * 1024
 
 export const DEFAULT_BUDGETS: Readonly<MemoryBudgets> = {
-  chunkCache: 16 * MiB,
+  chunkCache: 4 * MiB,
   dirty: 8 * MiB,
   inflight: 16 * MiB,
   levelCache: 4 * MiB,

@@ -7,7 +7,6 @@ import { INTEGRITY_KEY, checkOnOpen, closeWitness, writeWitness, type StoreProbl
 import { corruptHint, decodeStored, levelError } from './damage.js'
 import { join } from 'node:path'
 import { memoryBudgets } from './memory.js'
-import { reserveBytes } from './config.js'
 import { CpfsError, isCpfsError } from '../errors.js'
 import { makePrivate } from './locate.js'
 import { decode, decodeEntry, encode, encodeEntry } from './codec.js'
@@ -70,19 +69,16 @@ export interface TurnRecord {
 export const FIRST_INO = 2 ** 52
 
 /**
- * LevelDB's memtable. With the default 4 MiB, a big write fills level 0 with small tables
- * faster than compaction merges them (chunk keys are hashes: every table overlaps every
- * other), and LevelDB stalls the writer. `node bench/store.mjs` (256 MiB in 64 KiB chunks):
- * 4 MiB 4.6 s, 16 MiB 2.3 s, 64 MiB 1.4 s. But bigger memtables need more free disk: while
- * level 0 (4 tables) is merged into level 1 the disk holds both, a table write that fails for
- * space stops every later LevelDB write until the store is reopened, and the chunks an `rm`
- * frees after ENOSPC leave the disk only after such a merge. That transient is about
- * 4 × memtable + 10 MiB (level 1), and must fit in the reserve cpfs keeps free (config.ts):
- * 8 MiB with the default 64 MiB reserve, LevelDB's own 4 MiB below it.
+ * LevelDB's memtable: LevelDB's own default, 4 MiB. It was 8 MiB (with a reserve of 64 MiB or
+ * more) while chunk bytes were LevelDB values: a big write filled level 0 with small tables
+ * faster than compaction merged them and LevelDB stalled the writer. Chunk bytes are in pack
+ * files now (packs.ts) and LevelDB gets entries and ~20-byte references, which a 4 MiB memtable
+ * takes as well; and a memtable is resident memory of the daemon, two of them while one is
+ * written (docs/decisions.md, "Daemon memory, second pass"). Stores with a reserve under
+ * 64 MiB had 4 MiB already: a merge's transient disk need, about 4 × memtable + 10 MiB, is what
+ * the reserve (config.ts) must hold.
  */
-export function writeBufferFor (reserve: number): number {
-  return reserve >= 64 * 1024 * 1024 ? 8 * 1024 * 1024 : 4 * 1024 * 1024
-}
+export const LEVEL_WRITE_BUFFER = 4 * 1024 * 1024
 
 export class Store {
   readonly path: string
@@ -109,7 +105,7 @@ export class Store {
 
   private constructor (path: string) {
     this.path = path
-    this.db = new ClassicLevel<string, Buffer>(join(path, 'db'), { keyEncoding: 'utf8', valueEncoding: 'buffer', writeBufferSize: writeBufferFor(reserveBytes()), cacheSize: memoryBudgets().levelCache })
+    this.db = new ClassicLevel<string, Buffer>(join(path, 'db'), { keyEncoding: 'utf8', valueEncoding: 'buffer', writeBufferSize: LEVEL_WRITE_BUFFER, cacheSize: memoryBudgets().levelCache })
   }
 
   /** Open (and with `create`, initialise) the store at `path`. */
