@@ -213,31 +213,36 @@ export class FileData {
     return i === idx ? offset : Math.min(size, i * CHUNK_SIZE)
   }
 
-  /** Hash the dirty chunks of a node into its entry (called by the session). */
+  /**
+   * Hash the dirty chunks of a node into its entry (called by the session). Each chunk leaves
+   * `dirty` as it is taken, before its buffer is given back or handed to the chunk store: if a
+   * put throws (a LevelDB read failing), the chunks not yet taken stay dirty for the next try,
+   * and no buffer is ever both dirty and reusable.
+   */
   flushNode (node: FileNode): void {
     const e = node.entry
     if (!e || node.dirty.size === 0) return
     const srcEnd = srcBytes(e)
     for (const [idx, d] of node.dirty) {
       const valid = chunkLen(e.size, idx)
-      if (valid === 0) {
-        this.chunks.buffers.give(d)
-        continue
-      }
       const piece = d.subarray(0, valid)
-      // A whole chunk's buffer is handed over, not copied (it is dropped from dirty below);
-      // a shorter piece is copied, so its 64 KiB buffer is not held for a few bytes.
+      // A whole chunk's buffer is handed over, not copied; a shorter piece is copied, so its
+      // 64 KiB buffer is not held for a few bytes.
       const handOver = valid === d.length
-      // A chunk of zeros is a hole: nothing stored (null where it must hide lower bytes).
-      if (isZero(piece)) {
+      if (valid === 0) {
+        // past the end: nothing to keep
+      } else if (isZero(piece)) {
+        // A chunk of zeros is a hole: nothing stored (null where it must hide lower bytes).
         if (idx * CHUNK_SIZE < srcEnd) e.chunks.set(idx, null)
         else e.chunks.delete(idx)
       } else {
-        e.chunks.set(idx, this.chunks.put(piece, true, handOver))
+        const hash = this.chunks.put(piece, true, handOver)
+        node.dirty.delete(idx)
+        e.chunks.set(idx, hash)
         if (handOver) continue
       }
+      node.dirty.delete(idx)
       this.chunks.buffers.give(d)
     }
-    node.dirty.clear()
   }
 }
