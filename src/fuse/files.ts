@@ -156,7 +156,7 @@ export class FileOps {
     // the daemon); fsync also makes it durable against power loss. Read-only handles are
     // opened with FOPEN_NOFLUSH, so this only runs for writers.
     const fh = u64(r.buf, r.body)
-    if (fh === 0) return c.later(r, this.cx.byNode.flush(r.nodeid, () => this.flushNode(r.nodeid)), 'flush')
+    if (fh === 0) return c.later(r, this.cx.byNode.flush(r.nodeid, () => this.closeWait(r.nodeid)), 'flush')
     if (!this.writable.has(fh)) return c.error(r, 0)
     c.later(r, this.cx.durability.flushAll(false), 'flush')
   }
@@ -166,7 +166,7 @@ export class FileOps {
    * Persister.flushFile). Every open file's, as before, when its file is not found by name (it
    * has no name any more, or its data already went into a batch): always enough.
    */
-  private flushNode (nodeid: number): Promise<void> | null {
+  private closeWait (nodeid: number): Promise<void> | null {
     const n = this.cx.nodes.get(nodeid)
     const file = n.path !== null ? this.ov.fileAt(n.path) : null
     return file?.key ? this.cx.durability.flushFile(file.key) : this.cx.durability.flushAll(false)

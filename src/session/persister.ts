@@ -26,8 +26,6 @@ const WAL_MAX_BYTES = 16 * 1024 * 1024
 /** CPFS_WAL=0: every durable answer waits for LevelDB, as before the log (for measuring). */
 const WAL_ON = process.env.CPFS_WAL !== '0'
 
-export { lastOpPerKey }
-
 /** What the persister writes besides the head's entries, from the parts that own it. */
 export interface PersistSources {
   /** The head layer's id: where entries go. */
