@@ -3,7 +3,7 @@
 import type { View } from '../overlay/view.js'
 import { join } from '../paths/paths.js'
 import { realNames, type Lower } from '../real/lower.js'
-import { fingerprintDrift, fingerprintOf } from '../store/fingerprints.js'
+import { ABSENT, fingerprintDrift } from '../store/fingerprints.js'
 import type { Session } from '../session/session.js'
 import { lstatReal } from '../real/read.js'
 import type { RealState } from '../real/stat.js'
@@ -76,7 +76,7 @@ export function findDrift (session: Session, expected: View, ops: PlanOp[]): str
  */
 function unseen (session: Session, p: string, real: RealState): string | null {
   if (real.type === null || real.blockedBy || real.type === 'd' || real.ctime <= session.openedAt) return null
-  session.capture.setFingerprint(p, fingerprintOf({ ...real, type: null }, session.openedAt))
+  session.capture.setFingerprint(p, ABSENT)
   return 'changed outside cpfs after the session began'
 }
 

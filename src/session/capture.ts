@@ -16,7 +16,7 @@ import { parentOf } from '../paths/paths.js'
 import { lstatReal, realContentSteps, realEntry } from '../real/read.js'
 import type { ChunkStore } from '../store/chunks.js'
 import { isInoKey, type LiveEntry, type Whiteout } from '../store/entries.js'
-import { fingerprintDrift, fingerprintOf, type Fingerprint, type RealStat } from '../store/fingerprints.js'
+import { ABSENT, fingerprintDrift, fingerprintOf, type Fingerprint, type RealStat } from '../store/fingerprints.js'
 import type { BatchOp } from '../store/keys.js'
 import type { Store } from '../store/store.js'
 import type { Persister } from './persister.js'
@@ -151,7 +151,7 @@ export class RealCapture {
     if (p.includes('\0')) return // exchange's temporary name: never a real path
     // Below a directory that did not exist, nothing does: no system call needed.
     const parent = this.fingerprints.get(parentOf(p))
-    if (parent && parent.type === null) return this.setFingerprint(p, { ...parent, at: Date.now() })
+    if (parent && parent.type === null) return this.setFingerprint(p, ABSENT)
     // What the mount showed of p, if it showed anything: a process outside the mount that
     // changed the real file since (a shell whose cwd was inside before the mount) made a
     // change cpfs never saw, and the plan that would overwrite it must find it.
