@@ -6,6 +6,7 @@
 import type { Channel } from '../fuse/channel.js'
 import type { Notifier } from '../fuse/invalidate.js'
 import type { FuseOps } from '../fuse/ops.js'
+import { namesOf } from '../fuse/nodes.js'
 import { ancestors, baseName, belowAny, parentOf } from '../paths/paths.js'
 import type { Session } from '../session/session.js'
 import { inoOfKey, isInoKey } from '../store/entries.js'
@@ -56,7 +57,7 @@ export class ViewInvalidation {
     const affected = (p: string): boolean => touched.has(p) || below(p)
     // Nodes by the names the kernel knew them under, before those names are re-checked.
     const stale = new Set<number>()
-    for (const n of this.ops.nodes.all()) if (inos.has(n.ino) || [...n.paths].some(affected)) stale.add(n.id)
+    for (const n of this.ops.nodes.all()) if (inos.has(n.ino) || [...namesOf(n)].some(affected)) stale.add(n.id)
     this.notifyReplaced(affected)
     this.staleDirectories(touched, stale)
     const ov = this.session.overlay

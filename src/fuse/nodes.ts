@@ -15,11 +15,25 @@ export interface Node {
   ino: number
   /** A path this inode is reachable by (the latest looked up); null once it has none (unlinked, replaced, rewound away). */
   path: string | null
-  /** Every path the kernel knows this inode by. */
-  paths: Set<string>
+  /**
+   * Every path the kernel knows this inode by: one name, or a Set once it has several (hard
+   * links). A Set per node was ~150 bytes for each of the 10,000s of nodes a build leaves; see
+   * `namesOf`.
+   */
+  names: string | Set<string> | null
   /** An open file that lost its name: still served by node id until the kernel forgets it. */
   file: FileNode | null
   nlookup: number
+}
+
+/** The paths the kernel knows node n by. */
+export function namesOf (n: Node): Iterable<string> {
+  return n.names === null ? [] : typeof n.names === 'string' ? [n.names] : n.names
+}
+
+/** How many paths the kernel knows node n by. */
+export function nameCount (n: Node): number {
+  return n.names === null ? 0 : typeof n.names === 'string' ? 1 : n.names.size
 }
 
 export class Nodes {
@@ -29,7 +43,7 @@ export class Nodes {
   private nextId = ROOT_ID + 1
 
   constructor (rootIno: number) {
-    const root: Node = { id: ROOT_ID, ino: rootIno, path: '/', paths: new Set(['/']), file: null, nlookup: 1 }
+    const root: Node = { id: ROOT_ID, ino: rootIno, path: '/', names: '/', file: null, nlookup: 1 }
     this.byId.set(ROOT_ID, root)
     this.byIno.set(rootIno, root)
     this.byPath.set('/', root)
@@ -56,7 +70,7 @@ export class Nodes {
   remember (ino: number, path: string): Node {
     let n = this.byIno.get(ino)
     if (!n) {
-      n = { id: this.nextId++, ino, path: null, paths: new Set(), file: null, nlookup: 0 }
+      n = { id: this.nextId++, ino, path: null, names: null, file: null, nlookup: 0 }
       this.byId.set(n.id, n)
       this.byIno.set(ino, n)
     }
@@ -73,8 +87,8 @@ export class Nodes {
     if (n.nlookup > 0) return false
     this.byId.delete(id)
     if (this.byIno.get(n.ino) === n) this.byIno.delete(n.ino)
-    for (const p of n.paths) if (this.byPath.get(p) === n) this.byPath.delete(p)
-    n.paths.clear()
+    for (const p of namesOf(n)) if (this.byPath.get(p) === n) this.byPath.delete(p)
+    n.names = null
     n.path = null
     return true
   }
@@ -83,15 +97,21 @@ export class Nodes {
   private addPath (n: Node, path: string): void {
     const old = this.byPath.get(path)
     if (old && old !== n) this.dropPath(old, path)
-    n.paths.add(path)
+    if (n.names === null) n.names = path
+    else if (n.names instanceof Set) n.names.add(path)
+    else if (n.names !== path) n.names = new Set([n.names, path])
     n.path = path
     this.byPath.set(path, n)
   }
 
   private dropPath (n: Node, path: string): void {
-    n.paths.delete(path)
+    if (n.names === path) n.names = null
+    else if (n.names instanceof Set) {
+      n.names.delete(path)
+      if (n.names.size === 1) n.names = n.names.values().next().value as string
+    }
     if (this.byPath.get(path) === n) this.byPath.delete(path)
-    if (n.path === path) n.path = n.paths.size ? n.paths.values().next().value as string : null
+    if (n.path === path) n.path = n.names === null ? null : typeof n.names === 'string' ? n.names : n.names.values().next().value as string
   }
 
   /**

@@ -21,7 +21,7 @@
 import * as fs from 'node:fs'
 import { fsError } from '../errors.js'
 import type { Filesystem } from './contract.js'
-import type { Nodes } from './nodes.js'
+import { nameCount, type Nodes } from './nodes.js'
 
 export class OpenByNode {
   /** Handles kept for nodes whose file lost its last name while the kernel knew it. */
@@ -72,7 +72,7 @@ export class OpenByNode {
   beforeRemoval (path: string): number | null {
     if (!this.active) return null
     const n = this.nodes.at(path)
-    if (!n || this.pins.has(n.id) || n.paths.size > 1) return null
+    if (!n || this.pins.has(n.id) || nameCount(n) > 1) return null
     let fh: number
     try {
       fh = this.ov.open(path, fs.constants.O_RDWR)
