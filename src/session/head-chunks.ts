@@ -5,23 +5,10 @@
 // chunk's reference is deleted in the same batch and, once enough is freed, the pack files
 // (store/packs.ts) this session wrote whose every chunk is freed are deleted, so the disk space
 // really comes back. (Dead bytes in packs that still hold a live chunk wait for cpfs prune/gc.)
-import type { ChunkStore } from '../store/chunks.js'
+import { hexName, type ChunkStore } from '../store/chunks.js'
 import type { Entry } from '../store/entries.js'
 import type { BatchOp } from '../store/keys.js'
 import type { Store } from '../store/store.js'
-
-/**
- * Hex names of chunk hashes, by the hash's Buffer: a file being written is persisted again and
- * again, its unchanged chunks' hashes the same objects each time (a 256 MiB file: 4,096 names
- * a batch, which hex-encoding anew took a visible share of the daemon's time).
- */
-const hexNames = new WeakMap<Buffer, string>()
-
-function hexOf (h: Buffer): string {
-  let hex = hexNames.get(h)
-  if (hex === undefined) hexNames.set(h, hex = h.toString('hex'))
-  return hex
-}
 
 /** Once this much was freed from the store, LevelDB compacts the chunks so the disk gets it back. */
 const COMPACT_AFTER_BYTES = 32 * 1024 * 1024
@@ -33,7 +20,7 @@ function headOnlyHexes (hashes: Iterable<Buffer | null>, headOnly: Set<string>):
   let out: Set<string> | null = null
   for (const h of hashes) {
     if (h === null) continue
-    const hex = hexOf(h)
+    const hex = hexName(h)
     if (headOnly.has(hex)) (out ??= new Set()).add(hex)
   }
   return out ? [...out] : NONE

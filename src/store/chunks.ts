@@ -16,7 +16,46 @@ export function hashChunk (data: Buffer): Buffer {
   return createHash('sha256').update(data).digest()
 }
 
+// Hashes that files keep (every chunk of every head file) are slices of shared slabs: a digest
+// of its own is a typed array, an ArrayBuffer and a backing store of 32 bytes, ~250 bytes in
+// all, for each of the 10,000s of chunks a build writes.
+const SLAB_HASHES = 128
+let slab = Buffer.allocUnsafeSlow(32 * SLAB_HASHES)
+let slabUsed = 0
+
+/**
+ * Hex names of kept hashes, by the hash's Buffer: one string per chunk, shared by every map that
+ * names it (the chunk store's, HeadChunks'), and not encoded again each time a file being
+ * written is persisted (a 256 MiB file: 4,096 names a batch, which hex-encoding anew took a
+ * visible share of the daemon's time).
+ */
+const hexNames = new WeakMap<Buffer, string>()
+
+export function hexName (h: Buffer): string {
+  let hex = hexNames.get(h)
+  if (hex === undefined) hexNames.set(h, hex = h.toString('hex'))
+  return hex
+}
+
+/** A copy of hash h in a shared slab (never written again: slices are read-only by use). */
+function keptHash (h: Buffer): Buffer {
+  if (slabUsed === SLAB_HASHES) {
+    slab = Buffer.allocUnsafeSlow(32 * SLAB_HASHES)
+    slabUsed = 0
+  }
+  const out = slab.subarray(slabUsed * 32, ++slabUsed * 32)
+  h.copy(out)
+  return out
+}
+
 const ZEROS = Buffer.alloc(CHUNK_SIZE)
+
+/** A copy in memory of its own: a small Buffer.from() is a slice of an 8 KiB pool it would keep whole. */
+function ownCopy (data: Buffer): Buffer {
+  const own = Buffer.allocUnsafeSlow(data.length)
+  data.copy(own)
+  return own
+}
 
 /** All bytes zero? (memcmp against zeros, a chunk at a time.) */
 export function isZero (b: Buffer): boolean {
@@ -28,6 +67,8 @@ export function isZero (b: Buffer): boolean {
 }
 
 const CACHE_BYTES = 64 * 1024 * 1024
+/** How many chunks read once the store remembers, to cache them if read again. */
+const READ_ONCE_KEPT = 2048
 /** Marks a freed chunk's hash among the hashes drain returns (its delete is in that batch). */
 const DELETED = '-'
 /** After a freed chunk's hash (DELETED), the pack its bytes are in. */
@@ -55,6 +96,15 @@ export class ChunkStore {
   /** Hashes known to be in LevelDB (written or read this session). */
   private readonly known = new Set<string>()
   private readonly cache = new Map<string, Buffer>()
+  /**
+   * Where chunks are read from their packs. A new buffer per read was external memory V8 frees
+   * only with a collection it starts by JavaScript allocation or tens of MB of such memory: a
+   * mocha run over a fresh node_modules left ~9 MB of them. get's callers use the bytes before
+   * they ask for another chunk (its contract), and `admit` caches a copy of its own.
+   */
+  private readonly scratch = Buffer.allocUnsafeSlow(CHUNK_SIZE)
+  /** Chunks read from the store once lately, not cached yet (admit). */
+  private readonly readOnce = new Set<string>()
   private cacheBytes = 0
   /** The read cache's budget (memory.ts: chunkCache). */
   private readonly cacheLimit: number
@@ -88,8 +138,8 @@ export class ChunkStore {
    * a copy, and goes back to `buffers` once its bytes are in a pack.
    */
   put (data: Buffer, forHead = false, owned = false): Buffer {
-    const hash = hashChunk(data)
-    const hex = hash.toString('hex')
+    const hash = keptHash(hashChunk(data))
+    const hex = hexName(hash)
     if (this.pending.has(hex) || this.known.has(hex)) {
       if (!forHead) this.headOnly.delete(hex)
       if (owned) this.buffers.give(data)
@@ -102,7 +152,7 @@ export class ChunkStore {
       return hash
     }
     // Copy: callers reuse their buffers.
-    this.pending.set(hex, owned ? data : Buffer.from(data))
+    this.pending.set(hex, owned ? data : ownCopy(data))
     if (owned) this.pooled.add(hex)
     if (forHead) this.headOnly.add(hex)
     return hash
@@ -143,17 +193,18 @@ export class ChunkStore {
   }
 
   /**
-   * The chunk's bytes. Callers use them before they next yield and keep no reference: a
-   * queued chunk's buffer is reused once drained (chunk-buffers.ts).
+   * The chunk's bytes. Callers use them before they ask for another chunk, and keep no
+   * reference: a chunk read from its pack is in a buffer the next read reuses, and a queued
+   * chunk's buffer is reused once drained (chunk-buffers.ts).
    */
   get (hash: Buffer): Buffer {
-    const hex = hash.toString('hex')
+    const hex = hexName(hash)
     const p = this.pending.get(hex) ?? this.cache.get(hex)
     if (p) return p
     const flying = this.flying.get(hex)?.ref
     let raw: Buffer | undefined
     try {
-      raw = flying ? this.store.packs.read(flying) : this.store.readChunk(hex)
+      raw = flying ? this.store.packs.read(flying, this.scratch) : this.store.readChunk(hex, this.scratch)
     } catch (err: any) {
       if (err?.code !== 'ENOENT' && err?.code !== 'STORE_CORRUPT') throw err
       raw = undefined
@@ -168,8 +219,22 @@ export class ChunkStore {
       throw new CpfsError('STORE_CORRUPT', `chunk ${hex} in store ${this.store.path} is damaged (its bytes do not match their SHA-256)`, `run cpfs fsck ${this.store.workspaceHint()} to see what is lost`)
     }
     this.known.add(hex)
-    this.remember(hex, raw)
+    this.admit(hex, raw)
     return raw
+  }
+
+  /**
+   * Cache a chunk read from the store on its second read, not its first. The kernel's page cache
+   * answers re-reads of a file; what reaches cpfs twice is a chunk read in pieces (small or
+   * random reads, mmap). A chunk read once and cached was garbage once pushed out, and it had
+   * lived long enough for V8 to collect it only in a full collection: a cold `grep -r` of a
+   * freshly installed node_modules left 13 MB of such buffers waiting (docs/decisions.md,
+   * "Daemon memory, third pass").
+   */
+  private admit (hex: string, raw: Buffer): void {
+    if (this.readOnce.delete(hex)) return this.remember(hex, raw)
+    this.readOnce.add(hex)
+    if (this.readOnce.size > READ_ONCE_KEPT) this.readOnce.delete(this.readOnce.values().next().value as string)
   }
 
   /**
@@ -198,10 +263,9 @@ export class ChunkStore {
       const f = this.flying.get(hex)
       if (f) { f.batches++; f.ref = ref } // put again (freed meanwhile): in flight until its last batch lands
       else this.flying.set(hex, { ref, batches: 1 })
-      // A written chunk's buffer is reused rather than cached: its bytes are in the pack (and
-      // in the kernel's page cache, which answers re-reads before cpfs is asked).
+      // A written chunk is not cached: its bytes are in the pack (and in the kernel's page
+      // cache, which answers re-reads before cpfs is asked). A whole chunk's buffer is reused.
       if (this.pooled.delete(hex)) this.buffers.give(data)
-      else this.remember(hex, data)
     }
     this.pending.clear()
     return { bytes, hexes }
@@ -232,9 +296,11 @@ export class ChunkStore {
     return n
   }
 
+  /** Cache a copy of `data` (read into the scratch buffer, or an 8 KiB pool's slice: never kept as it is). */
   private remember (hex: string, data: Buffer): void {
-    if (data.length > CHUNK_SIZE) return
+    if (data.length > CHUNK_SIZE || this.cacheLimit === 0) return
     if (this.cache.has(hex)) return
+    data = ownCopy(data)
     this.cache.set(hex, data)
     this.cacheBytes += data.length
     while (this.cacheBytes > this.cacheLimit) {

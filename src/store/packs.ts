@@ -139,9 +139,12 @@ export class PackSet {
     return refs
   }
 
-  /** The stored bytes `ref` names (not checked: the caller hashes them). */
-  read (ref: ChunkRef): Buffer {
-    const buf = Buffer.allocUnsafe(ref.length)
+  /**
+   * The stored bytes `ref` names (not checked: the caller hashes them), read into `into` when it
+   * is big enough (a view of it is returned), else into a new buffer.
+   */
+  read (ref: ChunkRef, into?: Buffer): Buffer {
+    const buf = into !== undefined && into.length >= ref.length ? into.subarray(0, ref.length) : Buffer.allocUnsafe(ref.length)
     let got = 0
     const fd = this.fd(ref.pack)
     while (got < ref.length) {

@@ -274,10 +274,13 @@ export class Store {
     return this.meta?.legacyChunks === true && this.getSync(LEGACY_CHUNK_PREFIX + hex) !== undefined
   }
 
-  /** A chunk's stored bytes, unchecked (the caller hashes them), or undefined if the store has none. */
-  readChunk (hex: string): Buffer | undefined {
+  /**
+   * A chunk's stored bytes, unchecked (the caller hashes them), or undefined if the store has
+   * none. Read into `into` when it is big enough (Packs.read).
+   */
+  readChunk (hex: string, into?: Buffer): Buffer | undefined {
     const ref = this.chunkRef(hex)
-    if (ref) return this.packs.read(ref)
+    if (ref) return this.packs.read(ref, into)
     return this.meta?.legacyChunks === true ? this.getSync(LEGACY_CHUNK_PREFIX + hex) : undefined
   }
 

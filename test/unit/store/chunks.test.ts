@@ -6,6 +6,7 @@ import t from 'tap'
 import * as fs from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
+import { createHash } from 'node:crypto'
 import { Store } from '../../../src/store/store.js'
 import { ChunkStore } from '../../../src/store/chunks.js'
 import type { BatchOp } from '../../../src/store/keys.js'
@@ -105,7 +106,7 @@ t.test('a chunk whose bytes in its pack do not match its hash is an error, never
   const fd = fs.openSync(s.packs.path(ref.pack), 'r+')
   fs.writeSync(fd, bad.subarray(500, 501), 0, 1, ref.offset + 500)
   fs.closeSync(fd)
-  t.ok(c.get(h).equals(data), 'a chunk checked (here: hashed when put) and cached is served from memory')
+  t.throws(() => c.get(h), { code: 'STORE_CORRUPT' }, 'a written chunk is not kept in memory: read back, it is checked')
   const err = t.throws(() => new ChunkStore(s).get(h), { code: 'STORE_CORRUPT' }, 'read from its pack, it is checked')
   t.match((err as any).message, /chunk [0-9a-f]{64} in store .* is damaged/)
   t.match((err as any).hint, /cpfs fsck/, 'and the fix is named')
@@ -149,4 +150,43 @@ t.test('a queued written chunk freed before its batch gives its buffer back; buf
   c.buffers.give(Buffer.alloc(100))
   c.buffers.give(Buffer.alloc(a.length * 2).subarray(0, a.length))
   t.equal(c.buffers.kept, 0, 'a short buffer or a view into a bigger one is not taken')
+})
+
+t.test('what the chunk store keeps in memory holds no more than its own bytes', async t => {
+  const s = await Store.open(join(dir, 'own'), { workspace: '/w', create: true })
+  t.teardown(() => s.close())
+  const c = new ChunkStore(s)
+  // Hashes kept by files are slices of shared slabs, not an allocation each.
+  const h1 = c.put(Buffer.from('one'), true)
+  const h2 = c.put(Buffer.from('two'), true)
+  t.equal(h1.length, 32)
+  t.equal(h1.buffer, h2.buffer, 'two hashes, one slab')
+  t.equal(h1.toString('hex'), createHash('sha256').update('one').digest('hex'), 'each the SHA-256 of its bytes')
+  t.equal(h2.toString('hex'), createHash('sha256').update('two').digest('hex'))
+  // A small chunk is a slice of Node's 8 KiB pool when made with Buffer.from: the store keeps
+  // (queued, then in the read cache) a copy of its own instead of the whole pool.
+  const small = Buffer.from('a few bytes of a small file')
+  t.ok(small.buffer.byteLength > small.length, 'the caller\'s buffer is a pool slice')
+  const h = c.put(small, true)
+  await batch(s, c, [])
+  t.equal(c.cachedBytes, 0, 'a written chunk is not cached: the kernel\'s page cache has it')
+  t.ok(c.get(h).equals(small), 'read back from its pack')
+  t.equal(c.cachedBytes, 0, 'a chunk read once is not cached either')
+  t.ok(c.get(h).equals(small), 'read again')
+  t.equal(c.cachedBytes, small.length, 'the second read caches it')
+  const cached = c.get(h)
+  t.ok(cached.equals(small), 'and the third is answered from the cache')
+  t.equal(cached.buffer.byteLength, small.length, 'from a buffer of its own length, not the pool slice the pack read made')
+  // Whole chunks are read into one buffer the next read reuses; the cache keeps copies.
+  const whole = Buffer.alloc(64 * 1024, 1)
+  const other = Buffer.alloc(64 * 1024, 2)
+  const hw = c.put(whole, true)
+  const ho = c.put(other, true)
+  await batch(s, c, [])
+  c.get(hw)
+  c.get(hw)
+  const kept = c.get(hw)
+  t.ok(c.get(ho).equals(other), 'another whole chunk read from its pack')
+  t.ok(kept.equals(whole), 'leaves the cached one as it was')
+  t.ok(c.get(hw).equals(whole), 'and the cache answers with it')
 })
