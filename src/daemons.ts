@@ -159,9 +159,10 @@ export async function startDaemon (loc: Location, opts: StartOptions): Promise<R
  * generation takes 16 MiB semi-spaces: most of the daemon's resident size was garbage. 2 MiB
  * semi-spaces, not 4 ("Daemon memory, second pass"): the Buffer objects of written chunks die
  * young, and their 64 KiB backing stores go back only when a scavenge collects them — 22 MB less
- * at the peak of a 256 MiB dd.
+ * at the peak of a 256 MiB dd. --expose-gc: once a burst of work is over, the daemon collects
+ * in full before it trims (daemon/trim.ts).
  */
-export const HEAP_FLAGS = ['--heap-growing-percent=50', '--max-semi-space-size=2']
+export const HEAP_FLAGS = ['--heap-growing-percent=50', '--max-semi-space-size=2', '--expose-gc']
 
 /**
  * glibc's allocator for the daemon (the user's own MALLOC_* or GLIBC_TUNABLES win). LevelDB

@@ -11,7 +11,7 @@ import { spawn } from 'node:child_process'
 import { join } from 'node:path'
 import { HANG_GUARD_MS, daemonPid, exited, fuseAvailable, workspace } from './helpers.js'
 import { native } from '../dist/native/index.js'
-import { Trimmer } from '../dist/daemon/trim.js'
+import { Trimmer, collectAndTrim } from '../dist/daemon/trim.js'
 
 const MiB = 1024 * 1024
 
@@ -44,6 +44,18 @@ t.test('free native memory is given back once work is over, never while busy or 
   t.equal(failing.tick(), false, 'an addon without mallocTrim is no error')
 })
 
+t.test('after a burst the daemon collects garbage in full before it trims, when it can', async t => {
+  const g = globalThis as { gc?: () => void }
+  const had = g.gc
+  t.teardown(() => { g.gc = had })
+  let collections = 0
+  g.gc = () => { collections++ }
+  t.type(collectAndTrim(), 'boolean', 'trimmed')
+  t.equal(collections, 1, 'after one full collection (the daemon runs with --expose-gc)')
+  g.gc = undefined
+  t.type(collectAndTrim(), 'boolean', 'without gc (a foreground daemon): it only trims')
+})
+
 if (fuseAvailable(t)) {
   t.test('budgets from the environment and config.json reach the daemon', async t => {
     const w = workspace(t, '', { env: { CPFS_DIRTY_BYTES: '1M', CPFS_HEAP: '768M' } })
@@ -55,6 +67,7 @@ if (fuseAvailable(t)) {
     const argv = fs.readFileSync(`/proc/${daemonPid(w.home)}/cmdline`, 'utf8').split('\0')
     t.ok(argv.includes('--max-old-space-size=768'), 'the heap budget is V8\'s ceiling')
     t.ok(argv.some(a => a.startsWith('--heap-growing-percent=')), 'and the heap grows by a bounded factor')
+    t.ok(argv.includes('--expose-gc'), 'and it may collect in full once a burst is over (daemon/trim.ts)')
     w.ok('unmount', w.ws)
   })
 
