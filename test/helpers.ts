@@ -1,7 +1,7 @@
 // Test helpers: real workspaces in temporary directories, the real CLI in its own process
 // (so the daemon runs in its own process too), real tools through bash, and manifests that
 // compare trees by path, type, mode, symlink target and content hash.
-import { spawnSync, type SpawnSyncReturns } from 'node:child_process'
+import { spawn, spawnSync, type SpawnSyncReturns } from 'node:child_process'
 import { createHash } from 'node:crypto'
 import * as fs from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -50,6 +50,40 @@ export interface Env {
   /** bash that must succeed; returns stdout. */
   run: (script: string, cwd?: string) => string
   env: NodeJS.ProcessEnv
+  /**
+   * The same four, asynchronous: the event loop runs while the command does, so that
+   * independent cases in one file (each in its own workspace) can run side by side.
+   */
+  cpfsAsync: (...args: string[]) => Promise<Run>
+  okAsync: (...args: string[]) => Promise<string>
+  shAsync: (script: string, cwd?: string) => Promise<Run>
+  runAsync: (script: string, cwd?: string) => Promise<string>
+}
+
+/**
+ * spawnSync's result, without blocking: the exit code (128 when a signal ended it, as
+ * result() says), stdout and stderr once the process has exited and its output is closed.
+ */
+export function spawnAsync (cmd: string, args: string[], opts: { env: NodeJS.ProcessEnv, cwd: string, timeout: number, maxBuffer?: number }): Promise<Run> {
+  return new Promise(resolve => {
+    const child = spawn(cmd, args, { env: opts.env, cwd: opts.cwd, stdio: ['ignore', 'pipe', 'pipe'] })
+    const max = opts.maxBuffer ?? 1024 * 1024
+    const out: Buffer[] = []
+    const err: Buffer[] = []
+    let outBytes = 0
+    let errBytes = 0
+    let failure = ''
+    const kill = (why: string): void => { if (!failure) failure = why; child.kill('SIGTERM') }
+    const timer = setTimeout(() => kill(`timed out after ${opts.timeout} ms`), opts.timeout)
+    child.stdout.on('data', (b: Buffer) => { outBytes += b.length; if (outBytes > max) kill('stdout maxBuffer exceeded'); else out.push(b) })
+    child.stderr.on('data', (b: Buffer) => { errBytes += b.length; if (errBytes > max) kill('stderr maxBuffer exceeded'); else err.push(b) })
+    child.on('error', e => { failure ||= String(e) })
+    child.on('close', (code, signal) => {
+      clearTimeout(timer)
+      const stderr = Buffer.concat(err).toString('utf8') + (failure ? `\n${cmd}: ${failure}` : '')
+      resolve({ code: failure ? (code ?? 128) || 128 : code ?? (signal ? 128 : 1), stdout: Buffer.concat(out).toString('utf8'), stderr })
+    })
+  })
 }
 
 let counter = 0
@@ -64,12 +98,26 @@ export function workspace (t: Test, setup = '', opts: { env?: NodeJS.ProcessEnv 
   const env = { ...process.env, CPFS_HOME: home, NO_COLOR: '1', ...opts.env }
   const cpfs = (...args: string[]): Run => result(spawnSync(process.execPath, [CLI, ...args], { env, encoding: 'utf8', cwd: base, timeout: 300_000 }))
   const sh = (script: string, cwd = ws): Run => result(spawnSync('bash', ['-euo', 'pipefail', '-c', script], { env, encoding: 'utf8', cwd, timeout: 300_000, maxBuffer: 64 * 1024 * 1024 }))
+  const cpfsAsync = (...args: string[]): Promise<Run> => spawnAsync(process.execPath, [CLI, ...args], { env, cwd: base, timeout: 300_000 })
+  const shAsync = (script: string, cwd = ws): Promise<Run> => spawnAsync('bash', ['-euo', 'pipefail', '-c', script], { env, cwd, timeout: 300_000, maxBuffer: 64 * 1024 * 1024 })
   const e: Env = {
     ws,
     home,
     env,
     cpfs,
     sh,
+    cpfsAsync,
+    shAsync,
+    okAsync: async (...args: string[]) => {
+      const r = await cpfsAsync(...args)
+      if (r.code !== 0) t.fail(`cpfs ${args.join(' ')} exited ${r.code}: ${r.stderr.trim()}`)
+      return r.stdout.trim()
+    },
+    runAsync: async (script: string, cwd?: string) => {
+      const r = await shAsync(script, cwd)
+      if (r.code !== 0) t.fail(`bash failed (${r.code}): ${script}\n${r.stderr.trim()}`)
+      return r.stdout
+    },
     ok: (...args: string[]) => {
       const r = cpfs(...args)
       if (r.code !== 0) t.fail(`cpfs ${args.join(' ')} exited ${r.code}: ${r.stderr.trim()}`)
@@ -184,6 +232,22 @@ export async function until (ok: () => boolean | Promise<boolean>, every = 50): 
     await sleep(every)
   }
   return true
+}
+
+/**
+ * Run `fn(0)`, `fn(1)`, ... up to `fn(count - 1)` in order of their index, at most `width` at
+ * a time (each in its own workspace). Once one returns true (the end of what there is to
+ * try: a loop's `break`), no higher index starts; those already running finish.
+ */
+export async function inParallel (count: number, width: number, fn: (i: number) => Promise<boolean | void>): Promise<void> {
+  let next = 0
+  let stopped = false
+  const worker = async (): Promise<void> => {
+    while (!stopped && next < count) {
+      if (await fn(next++) === true) stopped = true
+    }
+  }
+  await Promise.all(Array.from({ length: Math.max(1, width) }, worker))
 }
 
 /**

@@ -10,7 +10,7 @@ import t from 'tap'
 import * as fs from 'node:fs'
 import { join } from 'node:path'
 import { tmpdir } from 'node:os'
-import { daemonPid, fuseAvailable, manifest, until, workspace, isMountedAt, type ManifestEntry } from './helpers.js'
+import { daemonPid, exited, fuseAvailable, manifest, until, workspace, isMountedAt, type ManifestEntry } from './helpers.js'
 import { LOWER, LOWER_LINKED, errCode, makeOp, prng } from './model-ops.js'
 
 const SEQUENCES = Number(process.env.CPFS_SESSIONS_SEQUENCES ?? 4)
@@ -39,36 +39,39 @@ if (fuseAvailable(t)) {
       const rand = prng(seed)
       const w = workspace(t, lower)
       const model = join(w.home, '..', 'model') // what the mount shows (or would show)
-      w.run(`cp -a ${w.ws} ${model}`)
+      await w.runAsync(`cp -a ${w.ws} ${model}`)
       const history: string[] = []
-      const logFile = join(tmpdir(), `cpfs-sessions-${seed}.log`)
+      // The linked run shares its seed with the first sequence and runs beside it: its own log.
+      const linked = lower === LOWER_LINKED
+      const logFile = join(tmpdir(), `cpfs-sessions-${seed}${linked ? '-linked' : ''}.log`)
       t.teardown(() => fs.writeFileSync(logFile, history.join('\n') + '\n'))
       const where = (what: string) => {
         fs.writeFileSync(logFile, history.join('\n') + '\n')
-        return `seed ${seed}: ${what} (replay: CPFS_SESSIONS_SEED=${seed} CPFS_SESSIONS_SEQUENCES=1; steps: ${logFile})`
+        return `seed ${seed}: ${what} (replay: CPFS_SESSIONS_SEED=${seed} CPFS_SESSIONS_SEQUENCES=1${linked ? ' CPFS_SESSIONS_LINKED=1' : ''}; steps: ${logFile})`
       }
       const snapDir = join(w.home, '..', 'snaps')
       fs.mkdirSync(snapDir)
       let snapN = 0
       /** A saved copy of the model: its manifest and a directory to restore it from. */
-      const save = (): { tree: Tree, dir: string } => {
+      const save = async (): Promise<{ tree: Tree, dir: string }> => {
         const dir = join(snapDir, String(snapN++))
-        w.run(`cp -a ${model} ${dir}`)
+        await w.runAsync(`cp -a ${model} ${dir}`)
         return { tree: manifest(model), dir }
       }
-      const restore = (snap: { dir: string }) => w.run(`rm -rf ${model} && cp -a ${snap.dir} ${model}`)
-      const status = () => JSON.parse(w.ok('status', w.ws, '--json'))
+      const restore = (snap: { dir: string }) => w.runAsync(`rm -rf ${model} && cp -a ${snap.dir} ${model}`)
+      const status = async () => JSON.parse(await w.okAsync('status', w.ws, '--json'))
 
       // The model of cpfs's history: the view at the start of each turn, the redo stack, and
       // what the real directory holds (the applied view) with the turn starts it came from.
       let mounted = false
-      let turns = [save()]
-      let redo: Array<{ turns: typeof turns, cur: ReturnType<typeof save> }> = []
-      let real = save()
+      let turns = [await save()]
+      let redo: Array<{ turns: typeof turns, cur: Awaited<ReturnType<typeof save>> }> = []
+      let real = await save()
       let appliedTurns = turns.slice()
       let wrote = false
       const counter = { n: 0 }
       let ok = true
+      let probes = 0
 
       const check = (what: string, got: Tree, want: Tree): void => {
         if (!ok) return
@@ -78,9 +81,9 @@ if (fuseAvailable(t)) {
         }
       }
       /** Turn numbers are cpfs's: when it opens a turn on its own (sealing an applied head), follow. */
-      const syncTurns = () => {
-        const st = status()
-        while (turns.length < st.head) turns.push(save())
+      const syncTurns = async () => {
+        const st = await status()
+        while (turns.length < st.head) turns.push(await save())
         if (turns.length !== st.head) { ok = false; t.fail(where(`cpfs has ${st.head} turns, the model ${turns.length}`)) }
         return st
       }
@@ -89,7 +92,7 @@ if (fuseAvailable(t)) {
        * and stores no redo step. Whether the head holds nothing is cpfs's to say (writes that
        * cancel out still leave entries): follow it, but only for a rewind to the head turn.
        */
-      const alreadyThere = (to: number, redoBefore: number): boolean => to === turns.length && status().redo === redoBefore
+      const alreadyThere = async (to: number, redoBefore: number): Promise<boolean> => to === turns.length && (await status()).redo === redoBefore
       const work = (n: number) => {
         for (let i = 0; i < n && ok; i++) {
           const op = makeOp(rand, model, counter)
@@ -100,65 +103,65 @@ if (fuseAvailable(t)) {
           if (want === 'ok') { wrote = true; redo = [] }
         }
       }
-      const mount = () => {
-        w.ok('mount', w.ws)
+      const mount = async () => {
+        await w.okAsync('mount', w.ws)
         mounted = true
         check('the mount shows the model', manifest(w.ws), manifest(model))
       }
-      const unmount = () => {
-        w.ok('unmount', w.ws)
+      const unmount = async () => {
+        await w.okAsync('unmount', w.ws)
         mounted = false
-        real = save()
+        real = await save()
         check('after unmount the real directory holds the head view', manifest(w.ws), real.tree)
-        syncTurns()
+        await syncTurns()
         appliedTurns = turns.slice()
-        check('nothing is pending after unmount', { pending: status().pending } as any, { pending: 0 } as any)
+        check('nothing is pending after unmount', { pending: (await status()).pending } as any, { pending: 0 } as any)
       }
 
       history.push('mount')
-      mount()
+      await mount()
       for (let step = 0; step < STEPS && ok; step++) {
         const r = rand()
         if (!mounted) {
           if (r < 0.55) {
             history.push('mount')
-            mount()
+            await mount()
           } else if (r < 0.75) {
             // An agent run in CI: mount, commands, apply.
             history.push('exec')
             const script = `echo ${Math.floor(rand() * 1e6)} > exec${counter.n} && rm -rf ${['src/empty', 'docs', 'nothing'][Math.floor(rand() * 3)]} && mkdir -p made${counter.n}/x`
             counter.n++
-            w.run(script, model)
-            const res = w.cpfs('exec', w.ws, '--', 'bash', '-c', script)
+            await w.runAsync(script, model)
+            const res = await w.cpfsAsync('exec', w.ws, '--', 'bash', '-c', script)
             if (res.code !== 0) { ok = false; t.fail(where(`exec failed: ${res.stderr}`)) }
             wrote = true
             redo = []
-            real = save()
+            real = await save()
             check('exec applied the command\'s work', manifest(w.ws), real.tree)
-            syncTurns()
+            await syncTurns()
             appliedTurns = turns.slice()
           } else if (r < 0.85 && redo.length && !wrote) {
             history.push('redo (offline)')
-            w.ok('redo', w.ws)
+            await w.okAsync('redo', w.ws)
             const back = redo.pop()!
             turns = back.turns
-            restore(back.cur)
-            real = save()
+            await restore(back.cur)
+            real = await save()
             check('an offline redo applied the view it brings back', manifest(w.ws), real.tree)
-            syncTurns()
+            await syncTurns()
             appliedTurns = turns.slice()
           } else {
             const to = 1 + Math.floor(rand() * turns.length)
             history.push(`rewind ${to} (offline)`)
-            const redoBefore = status().redo
-            w.ok('rewind', String(to), w.ws)
-            if (!alreadyThere(to, redoBefore)) redo.push({ turns, cur: save() })
+            const redoBefore = (await status()).redo
+            await w.okAsync('rewind', String(to), w.ws)
+            if (!await alreadyThere(to, redoBefore)) redo.push({ turns, cur: await save() })
             turns = turns.slice(0, to)
-            restore(turns[to - 1])
+            await restore(turns[to - 1])
             wrote = false
-            real = save()
+            real = await save()
             check(`an offline rewind to ${to} applied that turn's start`, manifest(w.ws), real.tree)
-            syncTurns()
+            await syncTurns()
             appliedTurns = turns.slice()
           }
           continue
@@ -167,27 +170,27 @@ if (fuseAvailable(t)) {
           work(1 + Math.floor(rand() * 6))
         } else if (r < 0.58) {
           history.push('turn')
-          w.ok('turn', w.ws)
-          turns.push(save())
+          await w.okAsync('turn', w.ws)
+          turns.push(await save())
           redo = []
         } else if (r < 0.68) {
           const to = 1 + Math.floor(rand() * turns.length)
           history.push(`rewind ${to}`)
-          const redoBefore = status().redo
-          w.ok('rewind', String(to), w.ws)
-          if (!alreadyThere(to, redoBefore)) redo.push({ turns, cur: save() })
+          const redoBefore = (await status()).redo
+          await w.okAsync('rewind', String(to), w.ws)
+          if (!await alreadyThere(to, redoBefore)) redo.push({ turns, cur: await save() })
           turns = turns.slice(0, to)
-          restore(turns[to - 1])
+          await restore(turns[to - 1])
           wrote = false
           check(`rewind to ${to}`, manifest(w.ws), manifest(model))
         } else if (r < 0.74) {
           history.push('redo')
-          const res = w.cpfs('redo', w.ws)
+          const res = await w.cpfsAsync('redo', w.ws)
           if (redo.length && !wrote) {
             if (res.code !== 0) { ok = false; t.fail(where(`redo failed: ${res.stderr}`)) }
             const back = redo.pop()!
             turns = back.turns
-            restore(back.cur)
+            await restore(back.cur)
             check('redo', manifest(w.ws), manifest(model))
           } else if (res.code === 0) {
             // cpfs may redo where the model has nothing (writes that cancelled out): follow it.
@@ -196,38 +199,45 @@ if (fuseAvailable(t)) {
           }
         } else if (r < 0.84) {
           history.push('unmount')
-          unmount()
+          await unmount()
         } else if (r < 0.92) {
           history.push('unmount --discard')
-          const pendingBefore = status().pending
-          w.ok('unmount', w.ws, '--discard')
+          const pendingBefore = (await status()).pending
+          await w.okAsync('unmount', w.ws, '--discard')
           mounted = false
           check('discard leaves the real directory as it was', manifest(w.ws), real.tree)
-          const st = status()
+          const st = await status()
           if (st.pending !== 0) { ok = false; t.fail(where(`discard left ${st.pending} turns pending`)) }
           // Nothing pending: nothing to set aside (and the redo stack stays as it was).
           if (pendingBefore > 0) {
-            redo.push({ turns, cur: save() })
+            redo.push({ turns, cur: await save() })
             turns = appliedTurns.slice(0, st.head - 1)
             turns.push(real)
-            restore(real)
+            await restore(real)
             wrote = false
           }
         } else {
           history.push('kill -9 the daemon, mount again')
-          process.kill(daemonPid(w.home), 'SIGKILL')
-          // The mount answers ENOTCONN once the daemon is gone (a hang guard, not a deadline).
-          await until(() => { try { fs.statSync(w.ws); return false } catch { return true } }, 20)
+          const pid = daemonPid(w.home)
+          process.kill(pid, 'SIGKILL')
+          // Wait for the daemon to be gone, then for the mount to answer ENOTCONN (hang guards,
+          // not deadlines). The question is a lookup of a name never asked before: the kernel
+          // answers a stat of the root (its attributes, kept for the cache timeout, a day) and
+          // a listing of it (kept too) without the daemon, so a wait on those only ever ended
+          // at the hang guard, 120 s per kill.
+          if (!await exited(pid)) { ok = false; t.fail(where(`the daemon ${pid} is still there after SIGKILL`)) }
+          const gone = await until(() => { try { fs.statSync(join(w.ws, `.probe-${probes++}`)); return false } catch (e: any) { return e.code === 'ENOTCONN' } }, 20)
+          if (!gone) { ok = false; t.fail(where('the mount did not answer ENOTCONN after its daemon was killed')) }
           const cur = manifest(model)
-          w.ok('mount', w.ws)
+          await w.okAsync('mount', w.ws)
           check('after kill -9 and remount the view is intact', manifest(w.ws), cur)
         }
       }
       if (mounted && ok) {
         history.push('unmount')
-        unmount()
+        await unmount()
       }
-      if (isMountedAt(w.ws)) w.ok('unmount', w.ws)
+      if (isMountedAt(w.ws)) await w.okAsync('unmount', w.ws)
       t.ok(ok, where(`${history.length} steps compared`))
     })
   }
