@@ -408,10 +408,13 @@ export function readEntry (
     const d = dirty?.get(idx)
     const ref = d ? undefined : e.chunks.get(idx)
     if (d || ref) {
-      const data = d ?? store.get(ref!)
-      const avail = Math.max(0, Math.min(n, data.length - within))
-      if (avail > 0) data.copy(buf, out, within, within + avail)
-      if (avail < n) buf.fill(0, out + avail, out + n)
+      const copy = (data: Buffer): void => {
+        const avail = Math.max(0, Math.min(n, data.length - within))
+        if (avail > 0) data.copy(buf, out, within, within + avail)
+        if (avail < n) buf.fill(0, out + avail, out + n)
+      }
+      if (d) copy(d)
+      else store.withBytes(ref!, copy)
     } else if (ref === undefined && pos < srcEnd && srcRead) {
       const want = Math.min(n, srcEnd - pos)
       const got = srcRead(buf, out, want, pos)

@@ -96,13 +96,9 @@ export class ChunkStore {
   /** Hashes known to be in LevelDB (written or read this session). */
   private readonly known = new Set<string>()
   private readonly cache = new Map<string, Buffer>()
-  /**
-   * Where chunks are read from their packs. A new buffer per read was external memory V8 frees
-   * only with a collection it starts by JavaScript allocation or tens of MB of such memory: a
-   * mocha run over a fresh node_modules left ~9 MB of them. get's callers use the bytes before
-   * they ask for another chunk (its contract), and `admit` caches a copy of its own.
-   */
+  /** Where withBytes reads chunks from their packs (`admit` caches copies of their own). */
   private readonly scratch = Buffer.allocUnsafeSlow(CHUNK_SIZE)
+  private scratchInUse = false
   /** Chunks read from the store once lately, not cached yet (admit). */
   private readonly readOnce = new Set<string>()
   private cacheBytes = 0
@@ -193,18 +189,38 @@ export class ChunkStore {
   }
 
   /**
-   * The chunk's bytes. Callers use them before they ask for another chunk, and keep no
-   * reference: a chunk read from its pack is in a buffer the next read reuses, and a queued
-   * chunk's buffer is reused once drained (chunk-buffers.ts).
+   * The chunk's bytes. Callers use them before they next yield and keep no reference: a
+   * queued chunk's buffer is reused once drained (chunk-buffers.ts).
    */
   get (hash: Buffer): Buffer {
+    return this.load(hash)
+  }
+
+  /**
+   * `use(bytes)` with the chunk's bytes, valid only inside `use`: a chunk read from its pack is
+   * read into one buffer the next such read reuses. The request path (readEntry) reads
+   * thousands a second, and a new buffer each was external memory V8 frees late (a mocha run
+   * over a fresh node_modules left ~9 MB of them). A read inside `use` gets a buffer of its own.
+   */
+  withBytes<T> (hash: Buffer, use: (bytes: Buffer) => T): T {
+    if (this.scratchInUse) return use(this.load(hash))
+    this.scratchInUse = true
+    try {
+      return use(this.load(hash, this.scratch))
+    } finally {
+      this.scratchInUse = false
+    }
+  }
+
+  /** The chunk's bytes, read from its pack into `into` (when given) on a miss. */
+  private load (hash: Buffer, into?: Buffer): Buffer {
     const hex = hexName(hash)
     const p = this.pending.get(hex) ?? this.cache.get(hex)
     if (p) return p
     const flying = this.flying.get(hex)?.ref
     let raw: Buffer | undefined
     try {
-      raw = flying ? this.store.packs.read(flying, this.scratch) : this.store.readChunk(hex, this.scratch)
+      raw = flying ? this.store.packs.read(flying, into) : this.store.readChunk(hex, into)
     } catch (err: any) {
       if (err?.code !== 'ENOENT' && err?.code !== 'STORE_CORRUPT') throw err
       raw = undefined
