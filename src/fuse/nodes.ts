@@ -111,7 +111,7 @@ export class Nodes {
       if (n.names.size === 1) n.names = n.names.values().next().value as string
     }
     if (this.byPath.get(path) === n) this.byPath.delete(path)
-    if (n.path === path) n.path = n.names === null ? null : typeof n.names === 'string' ? n.names : n.names.values().next().value as string
+    if (n.path === path) n.path = namesOf(n)[Symbol.iterator]().next().value ?? null
   }
 
   /**

@@ -236,10 +236,11 @@ export class FileData {
         if (idx * CHUNK_SIZE < srcEnd) e.chunks.set(idx, null)
         else e.chunks.delete(idx)
       } else {
-        const hash = this.chunks.put(piece, true, handOver)
-        node.dirty.delete(idx)
-        e.chunks.set(idx, hash)
-        if (handOver) continue
+        e.chunks.set(idx, this.chunks.put(piece, true, handOver))
+        if (handOver) {
+          node.dirty.delete(idx) // its buffer is the chunk store's now
+          continue
+        }
       }
       node.dirty.delete(idx)
       this.chunks.buffers.give(d)
