@@ -217,13 +217,17 @@ export class FileData {
    * Hash the dirty chunks of a node into its entry (called by the session). Each chunk leaves
    * `dirty` as it is taken, before its buffer is given back or handed to the chunk store: if a
    * put throws (a LevelDB read failing), the chunks not yet taken stay dirty for the next try,
-   * and no buffer is ever both dirty and reusable.
+   * and no buffer is ever both dirty and reusable. `stored` collects the hashes put. Returns
+   * true when a chunk hashed in replaced one the entry held (the file was rewritten in place).
    */
-  flushNode (node: FileNode): void {
+  flushNode (node: FileNode, stored?: Buffer[]): boolean {
     const e = node.entry
-    if (!e || node.dirty.size === 0) return
+    if (!e || node.dirty.size === 0) return false
     const srcEnd = srcBytes(e)
+    let replaced = false
     for (const [idx, d] of node.dirty) {
+      const old = e.chunks.get(idx)
+      if (old) replaced = true
       const valid = chunkLen(e.size, idx)
       const piece = d.subarray(0, valid)
       // A whole chunk's buffer is handed over, not copied; a shorter piece is copied, so its
@@ -236,7 +240,9 @@ export class FileData {
         if (idx * CHUNK_SIZE < srcEnd) e.chunks.set(idx, null)
         else e.chunks.delete(idx)
       } else {
-        e.chunks.set(idx, this.chunks.put(piece, true, handOver))
+        const hash = this.chunks.put(piece, true, handOver)
+        e.chunks.set(idx, hash)
+        stored?.push(hash)
         if (handOver) {
           node.dirty.delete(idx) // its buffer is the chunk store's now
           continue
@@ -245,5 +251,6 @@ export class FileData {
       node.dirty.delete(idx)
       this.chunks.buffers.give(d)
     }
+    return replaced
   }
 }

@@ -134,6 +134,16 @@ export class Overlay {
     return this.layer.head.get(key)
   }
 
+  /**
+   * Hash an open file's written data into its entry, keeping its node (a batch that leaves
+   * the entry itself for later: Persister.persistData); the hashes put go into `stored`.
+   * Returns true when that replaced chunks the entry held (see FileData.flushNode).
+   */
+  hashIn (key: string, stored: Buffer[]): boolean {
+    const node = this.layer.nodes.get(key)
+    return node ? this.data.flushNode(node, stored) : false
+  }
+
   /** Keys of open files with written data not hashed into their entries yet. */
   * unsettled (): Iterable<string> {
     for (const [key, node] of this.layer.nodes) if (node.dirty.size > 0) yield key

@@ -63,6 +63,23 @@ export class HeadChunks {
     return this.unreferenced.size > 0
   }
 
+  /**
+   * Chunks just hashed into p's entry, which is stored by a later batch (Persister.persistData):
+   * they count as p's references until then, and that batch's `release` drops them with the
+   * rest of p's old references, so a chunk overwritten before it is freed as usual.
+   */
+  stage (p: string, hashes: Buffer[]): void {
+    const headOnly = this.chunks.headOnly
+    let refs = this.headRefs.get(p)
+    for (const h of hashes) {
+      const hex = hexName(h)
+      if (!headOnly.has(hex)) continue
+      if (!refs) this.headRefs.set(p, refs = [])
+      refs.push(hex)
+      this.refCount.set(hex, (this.refCount.get(hex) ?? 0) + 1)
+    }
+  }
+
   /** The head entries of `paths` were just persisted: count their references, free what lost its last. */
   release (paths: Iterable<string>, head: Map<string, Entry>, ops: BatchOp[]): void {
     const headOnly = this.chunks.headOnly

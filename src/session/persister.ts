@@ -13,7 +13,7 @@ import type { Space } from './space.js'
 import { DEFAULT_BUDGETS, type MemoryBudgets } from '../store/memory.js'
 
 /** What the persister reads of the overlay: the head layer, and its entries with open files' data hashed in. */
-export type HeadSource = Pick<Overlay, 'head' | 'settled' | 'unsettled'>
+export type HeadSource = Pick<Overlay, 'head' | 'settled' | 'unsettled' | 'hashIn'>
 
 const PERSIST_DELAY_MS = 20
 /**
@@ -121,7 +121,27 @@ export class Persister {
 
   noteWritten (bytes: number): void {
     this.unflushedBytes += bytes
-    if (this.unflushedBytes >= this.budgets.dirty) this.persist(false)?.catch(() => {})
+    if (this.unflushedBytes >= this.budgets.dirty) this.persistData()?.catch(() => {})
+  }
+
+  /**
+   * The dirty budget is reached: every file's written chunks go to the chunk store (their
+   * buffers come back), but a file whose only change is written data keeps its entry out of
+   * the batch until its close or fsync. Encoding it at every budget's worth made a long write
+   * quadratic: a 256 MiB file's entry, every chunk's hash, was stored 32 times over. Until its
+   * entry is stored, the chunks hashed in count as the file's references (HeadChunks.stage).
+   * A file rewritten in place (a database, a file written twice over) goes in the batch as
+   * before: its entry's release frees what the rewrite replaced as it goes, not at its close.
+   */
+  private persistData (): Promise<void> | null {
+    for (const p of this.dataOnly) {
+      const stored: Buffer[] = []
+      if (this.overlay.hashIn(p, stored)) this.dataOnly.delete(p)
+      else this.headChunks.stage(p, stored)
+    }
+    const batch = this.persist(false, true)
+    this.unflushedBytes = 0
+    return batch
   }
 
   /**

@@ -124,3 +124,44 @@ t.test('flushFile takes one file\'s data and leaves other files being written fo
   t.equal(stored(s, '/w/a')?.kind, 'f')
   t.equal(stored(s, '/w/b')?.kind, 'f')
 })
+
+t.test('a file written past the dirty budget keeps its entry for its close, and every chunk it replaced or dropped is freed', async t => {
+  const { s } = await session(t, tmpDir(t, 'persister'))
+  const budget = s.persister.budgets.dirty
+  const fh = s.overlay.create('/w/big', 0o644)
+  await s.persister.durable()
+  // Every op that goes to the log or to LevelDB, by key.
+  const written: string[] = []
+  const { wal } = s.store
+  const append = wal.append.bind(wal)
+  wal.append = (ops) => { for (const op of ops) written.push(op.key); return append(ops) }
+  const batch = s.store.batch.bind(s.store)
+  s.store.batch = async (ops, sync) => { for (const op of ops) written.push(op.key); return await batch(ops, sync) }
+  const key = entryKey(s.headLayer, '/w/big')
+  // Every chunk's bytes distinct (pass and index), so that no chunk stays referenced by another.
+  const write = (pass: number, idx: number): void => {
+    const chunk = Buffer.alloc(CHUNK_SIZE, pass)
+    chunk.writeUInt32LE(idx)
+    s.overlay.write(fh, chunk, CHUNK_SIZE, idx * CHUNK_SIZE)
+    s.persister.noteWritten(CHUNK_SIZE)
+  }
+  // Appended: three budgets' worth, hashed in at each budget, the entry left for the close.
+  const perBudget = budget / CHUNK_SIZE
+  for (let i = 0; i < 3 * perBudget; i++) write(1, i)
+  t.same([...s.overlay.unsettled()], [], 'every budget\'s chunks were hashed in')
+  t.ok(written.length > 0, 'batches were made')
+  t.notOk(written.includes(key), 'none of them held the file\'s entry')
+  t.ok(s.chunks.headOnly.size > 0, 'the chunks are head-only')
+  // Rewritten in place: that budget's batch takes the entry, and frees what was replaced.
+  for (let i = 0; i < perBudget; i++) write(2, i)
+  t.ok(written.includes(key), 'a rewrite in place puts the entry in the budget\'s batch')
+  await s.persister.flushAll(true)
+  t.equal(chunksOf(stored(s, '/w/big')).size, 3 * perBudget, 'the entry stored holds every chunk')
+  s.overlay.ftruncate(fh, CHUNK_SIZE)
+  s.overlay.release(fh)
+  await s.persister.flushAll(true)
+  t.equal(s.chunks.headOnly.size, 1, 'cut to one chunk: one head-only chunk is left')
+  s.overlay.unlink('/w/big')
+  await s.persister.flushAll(true)
+  t.equal(s.chunks.headOnly.size, 0, 'after the unlink none is left: no chunk leaked')
+})
