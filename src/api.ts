@@ -16,6 +16,7 @@ import { viewOf } from './plans/views.js'
 import { cutPaths, diffTurns, logWithLines, previewRewind, type RewindPreview } from './reports/preview.js'
 import { planViews } from './plans/planner.js'
 import type { Change } from './reports/changes.js'
+import { blamePath, type Blame } from './reports/blame.js'
 import { Session, type TurnInfo, type TurnOptions } from './session/session.js'
 import { JOURNAL_KEY } from './store/keys.js'
 import { isInoKey } from './store/entries.js'
@@ -287,6 +288,16 @@ export async function rewindPreview (turnSpec: string | number, opts: Target = {
   const loc = where(opts)
   if (await daemonUp(loc)) return await callDaemon(loc, { cmd: 'preview-rewind', args: { turn: String(turnSpec) } })
   return await offline(loc, async (s) => await previewRewind(s, String(turnSpec), false), 'read')
+}
+
+/**
+ * Every turn that changed `path` (absolute, or relative to the workspace), oldest first: what
+ * it did there and who did it — the process, its command line and the commands it ran under.
+ */
+export async function blame (path: string, opts: Target = {}): Promise<Blame> {
+  const loc = where(opts)
+  const [rel] = workspacePaths(loc.workspace, [path])
+  return await viaDaemonOr(loc, 'blame', { path: rel }, async (s) => await blamePath(s, rel), 'read')
 }
 
 /**

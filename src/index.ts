@@ -1,5 +1,6 @@
 // cpfs as a library: `import { mount, turn, rewind, ... } from 'cpfs'`.
-export { mount, unmount, turn, log, rewind, rewindPreview, diff, restore, fork, undo, redo, status } from './api.js'
+export { mount, unmount, turn, log, rewind, rewindPreview, diff, blame, restore, fork, undo, redo, status } from './api.js'
+export type { Blame, BlameLine, BlameProcess } from './reports/blame.js'
 export type { RewindPreview } from './reports/preview.js'
 export type { Change } from './reports/changes.js'
 export type { Target, MountOptions, UnmountResult, RewindResult, RestoreResult, ForkResult, StatusInfo } from './api.js'

@@ -103,7 +103,7 @@ function registerHistoryTools (server: McpServer, target: api.Target, pendingPla
   }))
 }
 
-/** show_diff and rewind_dry_run: what a turn changed, and what a rewind would change. */
+/** show_diff, blame and rewind_dry_run: what a turn changed, who changed a path, what a rewind would change. */
 function registerDiffTools (server: McpServer, target: api.Target, pendingPlan: () => Promise<string[]>): void {
   /** Workspace-relative paths as given; an absolute path must be inside the workspace. */
   const workspaceArgs = (paths: string[] | undefined): string[] | undefined => {
@@ -132,6 +132,25 @@ function registerDiffTools (server: McpServer, target: api.Target, pendingPlan: 
     const spec = a.turn === undefined ? undefined : String(a.turn)
     const d = await api.diff(spec, { ...target, patches: Boolean(a.patch), paths: workspaceArgs(a.paths) })
     return diffPage(d.changes, { a: d.a, b: d.b, offset: a.offset ?? 0, limit: a.limit ?? 100, max: (a.max_chars ?? MAX_CHARS) - 500, spec: spec ?? String(d.b) })
+  }, pendingPlan))
+
+  server.registerTool('blame', {
+    title: 'Who changed a path',
+    description: `Every turn that changed a path, newest last: what the turn did to it (change, +/- lines), when, and who — the process that changed it in the mount (pid, command line) and the commands it ran under (its shell, the tool, the agent), or "underneath" (a process writing below the mount), or "unrecorded" (cpfs itself, or before cpfs recorded processes). The last 20 changes by default (limit). ${BOUND} Changes nothing.`,
+    inputSchema: args('blame', {
+      path: z.string().describe('a workspace path, e.g. src/a.txt or .env'),
+      limit: z.number().int().min(1).max(500).optional().describe('how many of the newest changes to list (default 20)'),
+      max_chars: maxChars
+    }),
+    annotations: { title: 'Who changed a path', ...READ_ONLY }
+  }, async (a) => answer(a.max_chars ?? MAX_CHARS, async () => {
+    const b = await api.blame(workspaceArgs([a.path])![0], target)
+    const lines = b.lines.slice(-(a.limit ?? 20)).map(l => ({
+      turn: l.turn, change: l.change, insertions: l.insertions, deletions: l.deletions, by: l.by,
+      at: l.at === null ? null : new Date(l.at).toISOString(),
+      pid: l.process?.pid ?? null, command: l.process?.command ?? null, under: l.process?.parents.map(p => p.command) ?? []
+    }))
+    return { path: rel(b.path), total: b.lines.length, lines }
   }, pendingPlan))
 
   server.registerTool('rewind_dry_run', {

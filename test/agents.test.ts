@@ -54,7 +54,7 @@ if (fuseAvailable(t)) {
     await client.connect(transport)
     t.teardown(() => client.close())
     const tools = (await client.listTools()).tools.map(x => x.name).sort()
-    t.same(tools, ['checkpoint', 'list_turns', 'redo', 'rewind', 'rewind_dry_run', 'show_diff', 'status'], 'the tools')
+    t.same(tools, ['blame', 'checkpoint', 'list_turns', 'redo', 'rewind', 'rewind_dry_run', 'show_diff', 'status'], 'the tools')
     const call = async (name: string, args: Record<string, unknown> = {}) => {
       const r: any = await client.callTool({ name, arguments: args })
       return { error: Boolean(r.isError), text: r.content[0].text as string }
@@ -64,6 +64,8 @@ if (fuseAvailable(t)) {
     t.same(turns[0].paths, [{ path: 'new.txt', change: 'added' }, { path: 'src/a.txt', change: 'modified' }], 'with the paths, workspace-relative')
     const diff = JSON.parse((await call('show_diff', { turn: '1' })).text).changes
     t.same(diff.map((c: any) => [c.path, c.change, c.insertions]), [['new.txt', 'added', 1], ['src/a.txt', 'modified', 1]], 'show_diff: the same path form')
+    const blamed = JSON.parse((await call('blame', { path: 'src/a.txt' })).text)
+    t.match(blamed, { path: 'src/a.txt', total: 1, lines: [{ turn: 1, change: 'modified', insertions: 1, by: 'mount', command: /^bash -euo pipefail -c echo two >> src\/a\.txt/ }] }, 'blame: the turn, the change, and the shell that made it')
     const withPatch = JSON.parse((await call('show_diff', { turn: '1', patch: true })).text).changes
     t.match(withPatch[1].patch, /\+two/, 'unified diffs on request')
     const dry = JSON.parse((await call('rewind_dry_run', { turn: '1' })).text)

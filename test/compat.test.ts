@@ -301,6 +301,9 @@ if (fuseAvailable(t)) {
     t.ok(legacy >= 5, `its chunks are LevelDB values (${legacy})`)
 
     t.same(JSON.parse(w.ok('log', w.ws, '--json')).map((l: any) => l.changes.length > 0), [true, true, true], 'the old history reads, the logged turn included')
+    // Written before cpfs recorded processes: blame lists the turns, each without one.
+    const blamed = JSON.parse(w.ok('blame', join(w.ws, 'real.bin'), w.ws, '--json'))
+    t.ok(blamed.lines.length > 0 && blamed.lines.every((l: any) => l.by === 'unrecorded' && l.process === null), `blame of an old store's file: its turns, no process recorded (${JSON.stringify(blamed.lines.map((l: any) => [l.turn, l.change, l.by]))})`)
     w.ok('mount', w.ws)
     t.same(view(w.ws), expected.head, 'the mount shows the head as the killed daemon had answered it')
     for (const turn of [3, 2, 1]) {

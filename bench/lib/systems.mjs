@@ -95,31 +95,35 @@ export function makeSystems (sh) {
     if (populate) populate(join(dir, 'lower'))
     return `lowerdir=${dir}/lower,upperdir=${dir}/upper,workdir=${dir}/work ${dir}/merged`
   }
+  /** A cpfs mount whose daemon starts with `env` ("NAME=value " prefixes) in its environment. */
+  const cpfsSystem = (env) => ({
+    setup (dir, populate) {
+      fs.mkdirSync(dir)
+      if (populate) populate(dir)
+      sh(`${env}node ${CLI} mount ${dir}`)
+      daemons.set(dir, this.pid(dir))
+      return dir
+    },
+    pid (dir) {
+      if (daemons.has(dir)) return daemons.get(dir)
+      try { return JSON.parse(sh(`node ${CLI} status ${dir} --json`)).pid ?? null } catch { return null }
+    },
+    teardown (dir) {
+      sh(`node ${CLI} unmount ${dir} --discard`, '/', true)
+      const pid = daemons.get(dir)
+      daemons.delete(dir)
+      if (pid && alive(pid, 'daemon/main.js')) { sh(`umount -l ${dir}`, '/', true); try { process.kill(pid, 'SIGKILL') } catch {} }
+    },
+    stats: true
+  })
   return {
     native: {
       setup (dir, populate) { fs.mkdirSync(dir); if (populate) populate(dir); return dir },
       teardown () {}
     },
-    cpfs: {
-      setup (dir, populate) {
-        fs.mkdirSync(dir)
-        if (populate) populate(dir)
-        sh(`node ${CLI} mount ${dir}`)
-        daemons.set(dir, this.pid(dir))
-        return dir
-      },
-      pid (dir) {
-        if (daemons.has(dir)) return daemons.get(dir)
-        try { return JSON.parse(sh(`node ${CLI} status ${dir} --json`)).pid ?? null } catch { return null }
-      },
-      teardown (dir) {
-        sh(`node ${CLI} unmount ${dir} --discard`, '/', true)
-        const pid = daemons.get(dir)
-        daemons.delete(dir)
-        if (pid && alive(pid, 'daemon/main.js')) { sh(`umount -l ${dir}`, '/', true); try { process.kill(pid, 'SIGKILL') } catch {} }
-      },
-      stats: true
-    },
+    cpfs: cpfsSystem(''),
+    // The same, recording no process: what attribution costs (--only cpfs,cpfs-unattributed).
+    'cpfs-unattributed': cpfsSystem('CPFS_ATTRIBUTION=0 '),
     'fuse-overlayfs': {
       available: ensureFuseOverlayfs,
       setup (dir, populate) {

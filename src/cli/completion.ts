@@ -10,6 +10,19 @@ export interface CommandSpec {
   turnFirst: boolean
 }
 
+/** What completion needs to know of each command, from the CLI's table of commands (main.ts). */
+export function specsOf (commands: Record<string, { options: Record<string, { type: string, short?: string }>, args: string[] }>): Record<string, CommandSpec> {
+  const specs: Record<string, CommandSpec> = {}
+  for (const [name, cmd] of Object.entries(commands)) {
+    specs[name] = {
+      options: Object.entries(cmd.options).filter(([o]) => o !== 'json-result').map(([o, d]) => ({ name: o, short: d.short, value: d.type === 'string' })),
+      turnFirst: cmd.args[0] === 'TURN' || cmd.args[0] === 'TURN?'
+    }
+  }
+  specs.completion = { options: [], turnFirst: false }
+  return specs
+}
+
 /** Options whose value is a directory. */
 const DIR_VALUES = new Set(['store'])
 

@@ -7,6 +7,7 @@ import type { PruneReport, StoreInfo } from '../housekeeping.js'
 import type { PlanSummary } from '../plans/finish.js'
 import type { TurnInfo } from '../session/session.js'
 import type { Change } from '../reports/changes.js'
+import type { Blame } from '../reports/blame.js'
 import type { RewindPreview } from '../reports/preview.js'
 
 import { displayLine } from '../session/labels.js'
@@ -202,6 +203,31 @@ export function formatDiff (changes: Change[]): string {
   const patch = changes.map(c => c.patch ?? '').join('')
   const head = notes.length ? notes.join('\n') + (patch ? '\n\n' : '\n') : ''
   return head + paintPatch(patch)
+}
+
+/** A local date and time to the second (blame lines). */
+function when (ms: number): string {
+  const d = new Date(ms)
+  const two = (n: number): string => String(n).padStart(2, '0')
+  return `${d.getFullYear()}-${two(d.getMonth() + 1)}-${two(d.getDate())} ${two(d.getHours())}:${two(d.getMinutes())}:${two(d.getSeconds())}`
+}
+
+function cut (s: string, max: number): string {
+  return s.length > max ? s.slice(0, max - 1) + '…' : s
+}
+
+/** `cpfs blame`: one line per turn and process that changed the path, then what it ran under. */
+export function formatBlame (b: Blame): string {
+  if (b.lines.length === 0) return `no turn changed ${displayLine(b.path.slice(1))}`
+  return b.lines.map(l => {
+    const what = l.change === null ? 'changed back' : l.change + (l.insertions || l.deletions ? ` +${l.insertions} -${l.deletions}` : '')
+    const head = `turn ${l.turn}  ${what}`
+    if (l.process === null) return `${head}  ${dim(l.by === 'unrecorded' ? '(no process recorded: a change by cpfs itself, or made before cpfs recorded processes)' : '(its process had ended)')}`
+    const where = l.by === 'underneath' ? ' (underneath the mount)' : ''
+    const line = `${head}  ${l.at === null ? '' : when(l.at) + '  '}pid ${l.process.pid}${where}  ${displayLine(l.process.command)}`
+    const under = l.process.parents.map(p => cut(displayLine(p.command), 60)).join(dim(' < '))
+    return under ? `${line}\n    ${dim('under')} ${under}` : line
+  }).join('\n')
 }
 
 export function formatAll (list: StoreInfo[]): string {

@@ -8,6 +8,7 @@ Usage: cpfs <command> [options]
   log [DIR]              turns with time, message, id and what each changed
   diff [TURN|A..B] [DIR] what a turn (default: the head) or a range changed
   rewind TURN [DIR]      make the workspace what it was when TURN began
+  blame PATH [DIR]       every turn that changed PATH, and the process that changed it
   restore TURN PATH...   restore files or directories to their state at TURN
   fork TURN DEST [DIR]   write the view at TURN into a new directory with its own history
   undo [DIR]             drop everything since the last cpfs turn
@@ -90,6 +91,17 @@ prints {"canRewind", "error"?, "filesChanged", "insertions", "deletions"} and ex
 
 Examples:  cpfs rewind 3 --dry-run && cpfs rewind 3
            cpfs rewind -1        # back to the last checkpoint (cpfs turn)`,
+  blame: `Usage: cpfs blame PATH [DIR] [--json]
+
+Every turn that changed PATH, oldest first: what it did there (as cpfs diff TURN -- PATH
+says: modified +/- lines, added, deleted, mode...), when, and who — the process that made
+each change in the mount (pid and command line) and the commands it ran under (its shell,
+the tool that started it, the agent), or a process that wrote underneath the mount. Changes
+cpfs made itself (restore, a plan) and those of stores older than process records say so.
+PATH is relative to this directory; the workspace is the one that holds it, or DIR.
+
+Example:  cpfs blame .env
+          cpfs blame src/parser.ts --json | jq '.lines[] | {turn, command: .process.command}'`,
   restore: `Usage: cpfs restore TURN PATH... [DIR] [--force] [--json]
 
 Restore files or directories (and everything below them) to their state at the start of
@@ -136,7 +148,7 @@ Then: cpfs log shows one turn per prompt; cpfs rewind <session>:<n> goes back to
   mcp: `Usage: cpfs mcp [DIR] [--store PATH]
 
 Serve the Model Context Protocol on stdin/stdout for the workspace DIR (default .), with the
-tools list_turns, status, checkpoint, show_diff, rewind_dry_run, rewind and redo. Turns may
+tools list_turns, status, checkpoint, show_diff, blame, rewind_dry_run, rewind and redo. Turns may
 be numbers or strings; each tool is annotated (readOnlyHint, destructiveHint), and the
 read-only ones never change anything (an interrupted plan is reported, not finished).
 Answers are JSON of at most 20,000 characters (max_chars changes it): summaries and pages,

@@ -9,7 +9,7 @@ import { CpfsError, isCpfsError } from '../errors.js'
 import type { Target, UnmountResult } from '../api.js'
 import { askDaemon, mountedLocation, statusFromDaemon, workspacePaths } from '../control/mounted.js'
 import type { ArgsOf, CommandName, ResultOf } from '../control/protocol.js'
-import { formatAll, formatDiff, formatLog, formatPreview, formatPrune, formatStat, formatStatus, formatSummary, formatUnmount, setColour } from './format.js'
+import { formatAll, formatBlame, formatDiff, formatLog, formatPreview, formatPrune, formatStat, formatStatus, formatSummary, formatUnmount, setColour } from './format.js'
 import { statSync, writeFileSync } from 'node:fs'
 import { resolve } from 'node:path'
 import { findWorkspaceOf } from '../workspaces.js'
@@ -80,6 +80,13 @@ function isDirectory (p: string): boolean {
 /** The workspace DIR names, or the one the current directory is in: the nearest above with cpfs (else DIR itself). */
 function workspaceOf (dir: string | undefined): string {
   return findWorkspaceOf(dir ?? process.cwd()) ?? resolve(dir ?? '.')
+}
+
+/** The workspace that holds `path` (typed as `typed`), or NO_HISTORY saying where DIR goes (`where`). */
+function holding (typed: string, path: string, where: string): string {
+  const dir = findWorkspaceOf(path)
+  if (dir === null) throw new CpfsError('NO_HISTORY', `${displayLine(typed)} is not inside a workspace with cpfs history`, `run it inside a mounted workspace, or name the workspace ${where}`)
+  return dir
 }
 
 function target (pos: Record<string, string | undefined>, f: Flags): Target {
@@ -183,6 +190,17 @@ const commands: Record<string, Command> = {
       return 0
     }
   },
+  blame: {
+    options: { ...dirStore, ...json },
+    args: ['PATH', 'DIR?'],
+    run: async (pos, f) => {
+      const path = resolve(pos.PATH!)
+      const dir = pos.DIR ?? holding(pos.PATH!, path, 'after the path')
+      const b = await (await lib()).blame(path, { dir, store: f.store as string | undefined })
+      out(f.json ? JSON.stringify(b, null, 2) : formatBlame(b))
+      return 0
+    }
+  },
   restore: {
     options: { ...dirStore, force: { type: 'boolean' }, ...json },
     args: ['TURN', 'PATH...'],
@@ -191,8 +209,7 @@ const commands: Record<string, Command> = {
       let dir: string | undefined
       // A trailing registered workspace is DIR; otherwise the workspace holding the paths.
       if (paths.length >= 2 && isRegistered(paths[paths.length - 1])) dir = paths.pop()
-      dir ??= findWorkspaceOf(paths[0]) ?? undefined
-      if (!dir) throw new CpfsError('NO_HISTORY', `${displayLine(rest[0])} is not inside a workspace with cpfs history`, 'run it inside a mounted workspace, or name the workspace as the last argument')
+      dir ??= holding(rest[0], paths[0], 'as the last argument')
       const r = await showingProgress(Boolean(f.json), async () => (await lib()).restore(pos.TURN!, paths, { dir, store: f.store as string | undefined, force: Boolean(f.force) }))
       const names = r.paths.map(p => displayLine(p.slice(1)) || '.').join(', ')
       if (f.json) out(JSON.stringify(r))
@@ -373,26 +390,13 @@ const commands: Record<string, Command> = {
   }
 }
 
-/** What completion needs to know of each command. */
-function completionSpecs (): Record<string, import('./completion.js').CommandSpec> {
-  const specs: Record<string, import('./completion.js').CommandSpec> = {}
-  for (const [name, cmd] of Object.entries(commands)) {
-    specs[name] = {
-      options: Object.entries(cmd.options).filter(([o]) => o !== 'json-result').map(([o, d]) => ({ name: o, short: d.short, value: d.type === 'string' })),
-      turnFirst: cmd.args[0] === 'TURN' || cmd.args[0] === 'TURN?'
-    }
-  }
-  specs.completion = { options: [], turnFirst: false }
-  return specs
-}
-
 async function completion (rest: string[]): Promise<number> {
   const c = await import('./completion.js')
   switch (rest[0]) {
     case '--help': case '-h': out(usage('completion')); return 0
-    case 'bash': out(c.bashCompletion(completionSpecs())); return 0
-    case 'zsh': out(c.zshCompletion(completionSpecs())); return 0
-    case 'fish': out(c.fishCompletion(completionSpecs())); return 0
+    case 'bash': out(c.bashCompletion(c.specsOf(commands))); return 0
+    case 'zsh': out(c.zshCompletion(c.specsOf(commands))); return 0
+    case 'fish': out(c.fishCompletion(c.specsOf(commands))); return 0
     case 'turns': {
       // For the completion scripts: turn numbers and ids of the workspace here, quietly.
       try {

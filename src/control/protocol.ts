@@ -14,6 +14,7 @@
 // (control/mounted.ts) must stay as light as node starting.
 import type { WatchInfo, WatchStatus } from '../store/underneath.js'
 import type { OpStats } from '../fuse/stats.js'
+import type { Blame } from '../reports/blame.js'
 import type { Change } from '../reports/changes.js'
 import type { RewindPreview } from '../reports/preview.js'
 import type { PlanSummary } from '../plans/finish.js'
@@ -84,6 +85,8 @@ export interface Commands {
   fork: { args: { turn: string, dest: string }, result: { turn: number, dest: string, summary: PlanSummary } }
   restore: { args: { turn: string, paths: string[] }, result: { turn: number, paths: string[] } }
   diff: { args: { spec?: string, patches?: boolean, paths?: string[] }, result: DiffResult }
+  /** Every turn that changed `path` (a workspace path, '/a/b'), and who changed it. */
+  blame: { args: { path: string }, result: Blame }
   'preview-rewind': { args: { turn: string }, result: RewindPreview }
   unmount: { args: { discard?: boolean, force?: boolean }, result: UnmountResult }
 }

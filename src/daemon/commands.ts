@@ -7,6 +7,7 @@ import { newStats } from '../fuse/stats.js'
 import type { Handlers, MemoryStatus, UnmountResult } from '../control/protocol.js'
 import { forkView } from '../plans/fork.js'
 import type { Faults } from '../plans/faults.js'
+import { blamePath } from '../reports/blame.js'
 import { cutPaths, diffTurns, logWithLines, previewRewind } from '../reports/preview.js'
 import type { Session } from '../session/session.js'
 import type { ViewInvalidation } from './invalidation.js'
@@ -61,6 +62,7 @@ export function daemonHandlers (d: DaemonParts): Handlers {
     },
     restore: async (a) => await views.around(async () => await session.restore(String(a.turn), a.paths)),
     diff: async (a) => await diffTurns(session, a?.spec, { patches: Boolean(a?.patches), paths: a?.paths }),
+    blame: async (a) => await blamePath(session, String(a.path)),
     'preview-rewind': async (a) => await previewRewind(session, String(a.turn), true),
     unmount: async (a) => await d.shutdown(a?.discard ? 'discard' : 'apply', Boolean(a?.force))
   }

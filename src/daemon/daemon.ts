@@ -128,6 +128,9 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
     throw err
   }
   const ch = new Channel(fd)
+  // Who changed what (session/attribution.ts); CPFS_ATTRIBUTION=0 records no process (command
+  // lines can hold secrets a user may not want in the history) and measures what it costs.
+  if (process.env.CPFS_ATTRIBUTION !== '0') ch.callers = session.attribution
   const ops = new FuseOps(session.overlay, session.persister, session.overlay.getattr('/').ino, { cacheTimeout: cacheTimeout(), nameMax: Math.min(NAME_MAX, nameMax(session.lower.dirFd)) })
   ops.register(ch)
   const notifier = new Notifier(fd)

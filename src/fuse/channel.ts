@@ -109,6 +109,12 @@ export class Channel {
   /** Its pid: only requests with it go to ownRequests. 0: none. */
   ownPid = 0
 
+  /**
+   * Told whose request is being served: `caller` is the requesting thread's id while its
+   * handler runs, 0 otherwise (who changed what: session/attribution.ts).
+   */
+  callers: { caller: number } | null = null
+
   /** Handle one request (the read loop calls this; tests call it with crafted requests). */
   dispatch (req: Request): void {
     if (this.ownPid !== 0 && req.pid === this.ownPid && this.ownRequests?.(req)) return
@@ -118,6 +124,8 @@ export class Channel {
     if (!h) {
       if (req.opcode !== Op.FORGET && req.opcode !== Op.BATCH_FORGET && req.opcode !== Op.INTERRUPT) this.error(req, 38 /* ENOSYS */)
     } else {
+      const callers = this.callers
+      if (callers !== null) callers.caller = req.pid
       try {
         h(req, this)
       } catch (err) {
@@ -126,6 +134,8 @@ export class Channel {
         // errno), with one line in the daemon's log; the daemon goes on.
         if (!isErrnoError(err)) this.onError(err, req)
         this.error(req, toErrno(err))
+      } finally {
+        if (callers !== null) callers.caller = 0
       }
     }
     const ms = performance.now() - t0

@@ -8,6 +8,7 @@ import { encodeEntry } from '../store/codec.js'
 import { entryKey, type BatchOp } from '../store/keys.js'
 import type { Store } from '../store/store.js'
 import { BatchChain, lastOpPerKey } from './batch-chain.js'
+import type { Attribution } from './attribution.js'
 import type { HeadChunks } from './head-chunks.js'
 import type { Space } from './space.js'
 import { DEFAULT_BUDGETS, type MemoryBudgets } from '../store/memory.js'
@@ -32,6 +33,8 @@ export interface PersistSources {
   headLayer: () => number
   /** Store ops for the fingerprints changed since the last call (RealCapture.fingerprintOps). */
   fingerprintOps: () => BatchOp[]
+  /** Who changed what: the records that go with a key's entry, and those of processes met (Attribution). */
+  attribution: Pick<Attribution, 'byOf' | 'processOps'>
 }
 
 export class Persister {
@@ -125,13 +128,11 @@ export class Persister {
   }
 
   /**
-   * The dirty budget is reached: every file's written chunks go to the chunk store (their
-   * buffers come back), but a file whose only change is written data keeps its entry out of
-   * the batch until its close or fsync. Encoding it at every budget's worth made a long write
-   * quadratic: a 256 MiB file's entry, every chunk's hash, was stored 32 times over. Until its
-   * entry is stored, the chunks hashed in count as the file's references (HeadChunks.stage).
-   * A file rewritten in place (a database, a file written twice over) goes in the batch as
-   * before: its entry's release frees what the rewrite replaced as it goes, not at its close.
+   * The dirty budget is reached: every file's written chunks go to the chunk store, but a file
+   * whose only change is written data keeps its entry out of the batch until its close or
+   * fsync (stored at every budget, a 256 MiB file's entry, every chunk's hash, was stored 32
+   * times over); until then its chunks count as its references (HeadChunks.stage). A file
+   * rewritten in place goes in the batch as before, so what each pass replaced is freed.
    */
   private persistData (): Promise<void> | null {
     for (const p of this.dataOnly) {
@@ -226,11 +227,13 @@ export class Persister {
   /** The head entries of `paths` as store ops; open files' data is flushed into their entries first. */
   private entryOps (paths: Iterable<string>, ops: BatchOp[]): void {
     const layer = this.sources.headLayer()
+    const { attribution } = this.sources
     for (const p of paths) {
       const e = this.overlay.settled(p)
-      if (e) ops.push({ type: 'put', key: entryKey(layer, p), value: encodeEntry(e) })
+      if (e) ops.push({ type: 'put', key: entryKey(layer, p), value: encodeEntry(e, attribution.byOf(p)) })
       else ops.push({ type: 'del', key: entryKey(layer, p) })
     }
+    attribution.processOps(ops)
   }
 
   /** Write ops plus the metadata in one synced batch, after everything queued before. */

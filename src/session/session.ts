@@ -19,11 +19,12 @@ import { Overlay } from '../overlay/overlay.js'
 import { View } from '../overlay/view.js'
 import { ChunkStore } from '../store/chunks.js'
 import { memoryBudgets, type MemoryBudgets } from '../store/memory.js'
-import { decode } from '../store/codec.js'
+import { decode, entryBy } from '../store/codec.js'
 import type { Entry } from '../store/entries.js'
-import { SKIPPED_KEY, type BatchOp } from '../store/keys.js'
+import { SKIPPED_KEY, entryKey, type BatchOp } from '../store/keys.js'
 import { Store, type TurnRecord } from '../store/store.js'
 import { RealCapture } from './capture.js'
+import { Attribution } from './attribution.js'
 import { HeadChunks } from './head-chunks.js'
 import { History, type StackChange, type TurnOptions } from './history.js'
 import { Persister } from './persister.js'
@@ -54,6 +55,8 @@ export interface SessionStatus {
 export class Session {
   readonly store: Store
   readonly chunks: ChunkStore
+  /** Who changed what: the mount sets its caller for each request (daemon.ts). */
+  readonly attribution: Attribution
   readonly lower: Lower
   readonly overlay: Overlay
   readonly workspace: string
@@ -77,11 +80,12 @@ export class Session {
     this.store = store
     this.workspace = workspace
     this.chunks = new ChunkStore(store, this.budgets.chunkCache, this.budgets.dirty)
+    this.attribution = new Attribution((key) => entryBy(store.getSync(entryKey(this.headLayer, key))))
     this.lower = new Lower(dirFd, base, this.chunks)
     this.history = new History(store)
     this.overlay = new Overlay(new View(this.lower), new Map(), this.lower, this.chunks, {
-      onChange: (p) => { this.capture.changed(p); this.persister.changed(p) },
-      onData: (p) => { this.capture.changed(p); this.persister.changedData(p) },
+      onChange: (p) => { this.capture.changed(p); this.persister.changed(p); this.attribution.note(p) },
+      onData: (p) => { this.capture.changed(p); this.persister.changedData(p); this.attribution.note(p) },
       allocIno: () => { this.persister.metaChanged(); return this.store.allocIno() },
       checkSpace: (bytes) => this.space.check(bytes),
       onWrite: () => this.dropRedo(),
@@ -93,7 +97,8 @@ export class Session {
     this.space = new Space(store, this.chunks, () => this.persister.inflight, () => this.headChunks.freeing())
     this.persister = new Persister(store, this.chunks, this.overlay, this.headChunks, this.space, {
       headLayer: () => this.history.headLayer,
-      fingerprintOps: () => this.capture.fingerprintOps()
+      fingerprintOps: () => this.capture.fingerprintOps(),
+      attribution: this.attribution
     }, this.budgets)
     this.capture = new RealCapture(store, this.chunks, this.lower, this.overlay, this.persister, this.space)
   }
@@ -109,6 +114,7 @@ export class Session {
       s.capture.fingerprints = await store.loadFingerprints()
       await s.history.load(store.meta.stack)
       s.rebuild(true)
+      s.attribution.newHead(s.overlay.head.size === 0)
       return s
     } catch (err) {
       await store.close()
@@ -168,6 +174,7 @@ export class Session {
     const ops = this.history.sealHead(opts, written)
     this.overlay.head = this.history.layers.get(this.headLayer)!
     this.headChunks.pin()
+    this.attribution.newHead(true)
     return ops
   }
 
@@ -200,6 +207,7 @@ export class Session {
     const ops = this.history.apply(c)
     this.rebuild(false)
     this.headChunks.pin()
+    this.attribution.newHead(this.overlay.head.size === 0)
     this.onViewChange?.(this.history.stackDiff(old, this.meta.stack))
     return ops
   }

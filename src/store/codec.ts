@@ -22,16 +22,32 @@ export function decode<T> (buf: Buffer | Uint8Array): T {
   return packr.unpack(buf) as T
 }
 
-export function encodeEntry (e: Entry): Buffer {
-  if (e.kind !== 'f') return packr.pack(e)
+/**
+ * `by`: the processes that changed the entry's key in its layer (session/attribution.ts),
+ * stored in the entry's record but never kept in memory with it (decodeEntry leaves it out;
+ * entryBy reads it).
+ */
+export function encodeEntry (e: Entry, by?: string[]): Buffer {
+  if (e.kind !== 'f') return packr.pack(by === undefined ? e : { ...e, by })
   const { chunks, ...rest } = e
   const chunkRefs: Array<number | Buffer | null> = []
   for (const [idx, ref] of [...chunks].sort((a, b) => a[0] - b[0])) chunkRefs.push(idx, ref)
-  return packr.pack({ ...rest, chunkRefs })
+  return packr.pack(by === undefined ? { ...rest, chunkRefs } : { ...rest, chunkRefs, by })
+}
+
+/** The processes an entry's record names as having changed it (encodeEntry's `by`), if any. */
+export function entryBy (buf: Buffer | Uint8Array | undefined): string[] | undefined {
+  if (buf === undefined) return undefined
+  const by = (packr.unpack(buf) as { by?: unknown }).by
+  return Array.isArray(by) ? by.filter((id): id is string => typeof id === 'string') : undefined
 }
 
 export function decodeEntry (buf: Buffer | Uint8Array): Entry {
-  const raw = packr.unpack(buf) as any
+  let raw = packr.unpack(buf) as any
+  if (raw.by !== undefined) {
+    const { by, ...rest } = raw
+    raw = rest
+  }
   if (raw.kind === undefined) return legacyEntry(raw)
   if (raw.kind !== 'f') return raw as Entry
   raw.chunks = chunkMap(raw.chunkRefs ?? [])

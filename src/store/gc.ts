@@ -3,9 +3,9 @@
 // live chunk are deleted and mostly dead ones repacked (repack.ts). Safe by construction:
 // the live set is computed from the metadata already committed, so a crash in the middle
 // leaves garbage for the next run, never a dangling reference.
-import { decodeEntry } from './codec.js'
+import { decode, decodeEntry, entryBy } from './codec.js'
 import type { Entry } from './entries.js'
-import { JOURNAL_KEY, LEGACY_CHUNK_PREFIX, REF_PREFIX, prefixEnd, turnKey, type BatchOp } from './keys.js'
+import { JOURNAL_KEY, LEGACY_CHUNK_PREFIX, PROCESS_PREFIX, REF_PREFIX, prefixEnd, turnKey, type BatchOp } from './keys.js'
 import { decodeRef } from './store.js'
 import { RECORD_HEADER } from './pack-format.js'
 import { reclaimPacks, type PackLive } from './repack.js'
@@ -38,11 +38,13 @@ export async function collectGarbage (store: Store): Promise<GcResult> {
   const sink = progressSink()
   const reading = new Phase(sink, 'reading the history', 'entries')
   const deadLayers = new Set<number>()
+  const liveProcesses = new Set<string>()
   for await (const [key, value] of store.entries({ gte: 'e', lt: prefixEnd('e') })) {
     reading.item()
     const layer = Number(key.slice(1, 11))
     if (liveLayers.has(layer)) {
       addRefs(decodeEntry(value), live)
+      for (const id of entryBy(value) ?? []) liveProcesses.add(id)
     } else {
       deadLayers.add(layer)
       ops.push({ type: 'del', key })
@@ -50,12 +52,14 @@ export async function collectGarbage (store: Store): Promise<GcResult> {
     }
   }
   for await (const [, value] of store.entries({ gte: 'b', lt: prefixEnd('b') })) addRefs(decodeEntry(value), live)
-  // Who changed what underneath the mount, for layers that are gone.
+  // Who changed what underneath the mount, for layers that are gone; then the records of
+  // processes no live entry names (directly or as an ancestor).
   for await (const [key] of store.entries({ gte: 'u', lt: prefixEnd('u') })) {
     if (liveLayers.has(Number(key.slice(1, 11)))) continue
     ops.push({ type: 'del', key })
     if (ops.length >= 1000) await flush()
   }
+  await deadProcesses(store, liveProcesses, ops)
   for await (const [key] of store.entries({ gte: 't', lt: prefixEnd('t') })) {
     const layer = Number(key.slice(1))
     if (!liveLayers.has(layer)) {
@@ -77,6 +81,28 @@ export async function collectGarbage (store: Store): Promise<GcResult> {
   await store.db.compactRange('\u0000', '\uffff')
   compacting.end()
   return { layersDeleted, chunksDeleted, bytesFreed }
+}
+
+/** Delete the process records (`p`) that no live change names, directly or as an ancestor. */
+async function deadProcesses (store: Store, live: Set<string>, ops: BatchOp[]): Promise<void> {
+  const parents = new Map<string, string | null>()
+  for await (const [key, value] of store.entries({ gte: PROCESS_PREFIX, lt: prefixEnd(PROCESS_PREFIX) })) {
+    let parent: string | null = null
+    try {
+      parent = decode<{ parent?: string | null }>(value).parent ?? null
+    } catch {} // fsck reports it; unreferenced, it goes
+    parents.set(key.slice(1), parent)
+  }
+  const keep = new Set<string>()
+  for (let id of live) {
+    while (!keep.has(id) && parents.has(id)) {
+      keep.add(id)
+      const up = parents.get(id)
+      if (up == null) break
+      id = up
+    }
+  }
+  for (const id of parents.keys()) if (!keep.has(id)) ops.push({ type: 'del', key: PROCESS_PREFIX + id })
 }
 
 /**

@@ -13,6 +13,9 @@
 //   u<layer><seq>     a change made underneath the mount by another process while that layer
 //                     was the head: who, when, whether its earlier content was kept
 //                     (daemon/underneath.ts)
+//   p<process>        a process that changed something in the mount: pid, user, start, command
+//                     line, parent (session/processes.ts); entries name theirs in `by`
+//                     (session/attribution.ts)
 
 export const META_KEY = 'm'
 export const JOURNAL_KEY = 'j'
@@ -42,6 +45,12 @@ export function underneathKey (layer: number, seq: number): string {
 export function underneathPrefix (layer: number): string {
   return 'u' + layerId(layer)
 }
+
+export function processKey (id: string): string {
+  return 'p' + id
+}
+
+export const PROCESS_PREFIX = 'p'
 
 export function baseKey (path: string): string {
   return 'b' + path
