@@ -20,6 +20,15 @@ function alive (pid: number): boolean {
   }
 }
 
+/** A tmpfs of `mib` MiB beside the workspace, for a store on a small disk; unmounted when the test ends. */
+function smallDisk (t: any, w: Env, name: string, mib: number): string {
+  const disk = join(w.home, '..', name)
+  fs.mkdirSync(disk)
+  t.equal(spawnSync('mount', ['-t', 'tmpfs', '-o', `size=${mib}m`, 'tmpfs', disk]).status, 0, `a ${mib} MiB disk for the store`)
+  t.teardown(() => { spawnSync('umount', ['-l', disk]) })
+  return disk
+}
+
 /** The daemon log of the workspace's one session directory (it grows across mounts). */
 function daemonLog (w: Env): string {
   const dir = fs.readdirSync(w.home).find(d => d.startsWith('ws-'))
@@ -132,10 +141,7 @@ print(d, os.lseek(fd, d, os.SEEK_HOLE))
 
   t.test('a full store recovers by itself: rm the culprit and go on', async t => {
     const w = workspace(t, 'echo a > a.txt')
-    const disk = join(w.home, '..', 'small')
-    fs.mkdirSync(disk)
-    t.equal(spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=128m', 'tmpfs', disk]).status, 0, 'a 128 MiB disk for the store')
-    t.teardown(() => { spawnSync('umount', ['-l', disk]) })
+    const disk = smallDisk(t, w, 'small', 128)
     const store = join(disk, 'store')
     w.ok('mount', w.ws, '--store', store)
     const fill = w.sh('dd if=/dev/urandom of=big bs=1M count=192 status=none')
@@ -163,10 +169,7 @@ print(d, os.lseek(fd, d, os.SEEK_HOLE))
   // each budget, so what a pass replaced is freed while the file is open.
   t.test('a file rewritten in place while it stays open frees each replaced pass as it goes', async t => {
     const w = workspace(t, 'echo a > a.txt')
-    const disk = join(w.home, '..', 'small-rewrite')
-    fs.mkdirSync(disk)
-    t.equal(spawnSync('mount', ['-t', 'tmpfs', '-o', 'size=160m', 'tmpfs', disk]).status, 0, 'a 160 MiB disk for the store')
-    t.teardown(() => { spawnSync('umount', ['-l', disk]) })
+    const disk = smallDisk(t, w, 'small-rewrite', 160)
     w.ok('mount', w.ws, '--store', join(disk, 'store'))
     // Five passes of 32 MiB over one open descriptor: 160 MiB of chunks, which fit beside the
     // 64 MiB reserve only if the passes replaced are freed before the close.
