@@ -94,9 +94,10 @@ Examples:  cpfs rewind 3 --dry-run && cpfs rewind 3
   blame: `Usage: cpfs blame PATH [DIR] [--json]
 
 Every turn that changed PATH, oldest first: what it did there (as cpfs diff TURN -- PATH
-says: modified +/- lines, added, deleted, mode...), when, and who — the process that made
-each change in the mount (pid and command line) and the commands it ran under (its shell,
-the tool that started it, the agent), or a process that wrote underneath the mount. Changes
+says: modified +/- lines, added, deleted, mode...), when (the path's last change in that
+turn), and who — each process that changed it in the mount (pid and command line), in the
+order they first did, with the commands it ran under (its shell, the tool that started it,
+the agent), or a process that wrote underneath the mount. Changes
 cpfs made itself (restore, a plan) and those of stores older than process records say so.
 PATH is relative to this directory; the workspace is the one that holds it, or DIR.
 
