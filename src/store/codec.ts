@@ -37,13 +37,24 @@ export function encodeEntry (e: Entry, by?: string[]): Buffer {
 
 /** The processes an entry's record names as having changed it (encodeEntry's `by`), if any. */
 export function entryBy (buf: Buffer | Uint8Array | undefined): string[] | undefined {
-  if (buf === undefined) return undefined
-  const by = (packr.unpack(buf) as { by?: unknown }).by
-  return Array.isArray(by) ? by.filter((id): id is string => typeof id === 'string') : undefined
+  return buf === undefined ? undefined : byOf(packr.unpack(buf))
+}
+
+function byOf (raw: { by?: unknown }): string[] | undefined {
+  return Array.isArray(raw.by) ? raw.by.filter((id): id is string => typeof id === 'string') : undefined
+}
+
+/** An entry and the processes its record names, from one decoding (gc reads both of every entry). */
+export function decodeEntryBy (buf: Buffer | Uint8Array): { entry: Entry, by: string[] | undefined } {
+  const raw = packr.unpack(buf) as any
+  return { by: byOf(raw), entry: entryOf(raw) }
 }
 
 export function decodeEntry (buf: Buffer | Uint8Array): Entry {
-  let raw = packr.unpack(buf) as any
+  return entryOf(packr.unpack(buf))
+}
+
+function entryOf (raw: any): Entry {
   if (raw.by !== undefined) {
     const { by, ...rest } = raw
     raw = rest

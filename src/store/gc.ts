@@ -3,7 +3,7 @@
 // live chunk are deleted and mostly dead ones repacked (repack.ts). Safe by construction:
 // the live set is computed from the metadata already committed, so a crash in the middle
 // leaves garbage for the next run, never a dangling reference.
-import { decode, decodeEntry, entryBy } from './codec.js'
+import { decode, decodeEntry, decodeEntryBy } from './codec.js'
 import type { Entry } from './entries.js'
 import { JOURNAL_KEY, LEGACY_CHUNK_PREFIX, PROCESS_PREFIX, REF_PREFIX, prefixEnd, turnKey, type BatchOp } from './keys.js'
 import { decodeRef } from './store.js'
@@ -43,8 +43,9 @@ export async function collectGarbage (store: Store): Promise<GcResult> {
     reading.item()
     const layer = Number(key.slice(1, 11))
     if (liveLayers.has(layer)) {
-      addRefs(decodeEntry(value), live)
-      for (const id of entryBy(value) ?? []) liveProcesses.add(id)
+      const { entry, by } = decodeEntryBy(value)
+      addRefs(entry, live)
+      for (const id of by ?? []) liveProcesses.add(id)
     } else {
       deadLayers.add(layer)
       ops.push({ type: 'del', key })

@@ -7,7 +7,7 @@ import { Attribution } from '../../../src/session/attribution.js'
 import { Processes, type ProcessRecord } from '../../../src/session/processes.js'
 import { decode } from '../../../src/store/codec.js'
 import { type BatchOp } from '../../../src/store/keys.js'
-import { decodeEntry, encodeEntry, entryBy } from '../../../src/store/codec.js'
+import { decodeEntry, decodeEntryBy, encodeEntry, entryBy } from '../../../src/store/codec.js'
 import type { Entry } from '../../../src/store/entries.js'
 
 const records = (ops: BatchOp[]): Map<string, ProcessRecord> => new Map(ops.filter(op => op.key[0] === 'p' && op.type === 'put').map(op => [op.key.slice(1), decode<ProcessRecord>((op as { value: Buffer }).value)]))
@@ -80,4 +80,6 @@ t.test('an entry\'s record carries its processes; decoding the entry leaves them
   const f: Entry = { kind: 'f', mode: 0o644, uid: 0, gid: 0, atime: 1, mtime: 2, ctime: 3, ino: 10, size: 1, chunks: new Map([[0, Buffer.alloc(32, 1)]]) }
   t.same(entryBy(encodeEntry(f, ['x.5.6'])), ['x.5.6'], 'a file\'s too')
   t.same(decodeEntry(encodeEntry(f, ['x.5.6'])), f)
+  t.same(decodeEntryBy(encodeEntry(f, ['x.5.6'])), { entry: f, by: ['x.5.6'] }, 'both from one decoding (gc)')
+  t.same(decodeEntryBy(encodeEntry(e)), { entry: e, by: undefined })
 })
