@@ -218,16 +218,19 @@ export class FileData {
    * `dirty` as it is taken, before its buffer is given back or handed to the chunk store: if a
    * put throws (a LevelDB read failing), the chunks not yet taken stay dirty for the next try,
    * and no buffer is ever both dirty and reusable. `stored` collects the hashes put. Returns
-   * true when a chunk hashed in replaced one the entry held (the file was rewritten in place).
+   * true when a chunk hashed in replaced one the entry held (the file was rewritten in place),
+   * other than the short last chunk of the last hashing, which an append extends: a writer of
+   * 10,000-byte pieces (tar) leaves one at every dirty budget.
    */
   flushNode (node: FileNode, stored?: Buffer[]): boolean {
     const e = node.entry
     if (!e || node.dirty.size === 0) return false
     const srcEnd = srcBytes(e)
+    const tail = node.hashedSize % CHUNK_SIZE !== 0 ? Math.floor(node.hashedSize / CHUNK_SIZE) : -1
+    node.hashedSize = e.size
     let replaced = false
     for (const [idx, d] of node.dirty) {
-      const old = e.chunks.get(idx)
-      if (old) replaced = true
+      if (idx !== tail && e.chunks.get(idx)) replaced = true
       const valid = chunkLen(e.size, idx)
       const piece = d.subarray(0, valid)
       // A whole chunk's buffer is handed over, not copied; a shorter piece is copied, so its

@@ -12,6 +12,8 @@ export class FileNode {
   entry: FileEntry | null
   lowerPath: string | null
   readonly dirty = new Map<number, Buffer>()
+  /** The entry's size when its dirty chunks were last hashed in (FileData.flushNode). */
+  hashedSize = -1
   opens = 0
   stale = false
 

@@ -165,3 +165,35 @@ t.test('a file written past the dirty budget keeps its entry for its close, and 
   await s.persister.flushAll(true)
   t.equal(s.chunks.headOnly.size, 0, 'after the unlink none is left: no chunk leaked')
 })
+
+t.test('a file appended in pieces that do not fill chunks keeps its entry for its close too, and leaks no chunk', async t => {
+  const { s } = await session(t, tmpDir(t, 'persister'))
+  const fh = s.overlay.create('/w/log', 0o644)
+  await s.persister.durable()
+  const written: string[] = []
+  const { wal } = s.store
+  const append = wal.append.bind(wal)
+  wal.append = (ops) => { for (const op of ops) written.push(op.key); return append(ops) }
+  const batch = s.store.batch.bind(s.store)
+  s.store.batch = async (ops, sync) => { for (const op of ops) written.push(op.key); return await batch(ops, sync) }
+  const key = entryKey(s.headLayer, '/w/log')
+  // 10,000-byte pieces (tar's records): each budget's batch leaves a short last chunk that the
+  // next pieces extend; that is an append, not a rewrite.
+  const piece = 10_000
+  let at = 0
+  for (let i = 0; at < 3 * s.persister.budgets.dirty; i++) {
+    const b = Buffer.alloc(piece, i % 251)
+    b.writeUInt32LE(i)
+    s.overlay.write(fh, b, piece, at)
+    s.persister.noteWritten(piece)
+    at += piece
+  }
+  t.ok(written.length > 0, 'batches were made')
+  t.notOk(written.includes(key), 'none of them held the file\'s entry')
+  s.overlay.release(fh)
+  await s.persister.flushAll(true)
+  t.equal(stored(s, '/w/log')?.kind, 'f', 'the close stores it')
+  s.overlay.unlink('/w/log')
+  await s.persister.flushAll(true)
+  t.equal(s.chunks.headOnly.size, 0, 'after the unlink no head-only chunk is left: the short chunks the appends replaced were freed too')
+})
