@@ -85,6 +85,10 @@ bash -c ': rm-shell; rm src/keep.ts; true'`)
     t.ok(await exited(pid), 'the daemon is gone')
     spawnSync('umount', ['-l', w.ws])
     t.match(blame(w, 'kept.txt')[0]?.process?.command, /before-kill/, 'after kill -9: the change answered before it is blamed on its process')
+    // The next daemon goes on in the same head turn: the earlier process stays, first.
+    w.ok('mount', w.ws)
+    w.run('bash -c ": after-restart; echo again >> kept.txt; true"')
+    t.match(blame(w, 'kept.txt').map(l => l.process?.command), [/before-kill/, /after-restart/], 'changed again after the restart: both processes, in order')
   })
 
   t.test('prune deletes the records of processes only rewound-away turns named', async t => {

@@ -17,13 +17,14 @@ export class Attribution {
    * they first changed it (one id alone, the common case, is kept without an array).
    */
   private head = new Map<string, string | string[]>()
-  /** The head layer held nothing when it became the head: no stored record to read. */
-  private fresh = true
-
   /**
-   * `stored(key)`: the processes the head layer's stored record of key names (a head turn
-   * that a restarted daemon or a redo opened again): read once, when the key changes again.
+   * The keys the head layer held when it became the head (a head turn that a restarted daemon
+   * or a redo opened again), whose stored records may name processes: each is read once, when
+   * it changes again, and no other key costs a read on the request path.
    */
+  private storedKeys: Set<string> | null = null
+
+  /** `stored(key)`: the processes the head layer's stored record of key names. */
   constructor (private readonly stored: (key: string) => string[] | undefined, private readonly processes = new Processes()) {}
 
   /** Head key `key` changed: by the caller, when a request is being served. */
@@ -34,7 +35,7 @@ export class Attribution {
     const by = this.head.get(key)
     if (by === id) return
     if (by === undefined) {
-      const before = this.fresh ? undefined : this.stored(key)
+      const before = this.storedKeys?.delete(key) === true ? this.stored(key) : undefined
       this.head.set(key, before === undefined || before.length === 0 ? id : before.includes(id) ? before : [...before, id])
     } else if (typeof by === 'string') this.head.set(key, [by, id])
     else if (!by.includes(id)) by.push(id)
@@ -52,11 +53,12 @@ export class Attribution {
   }
 
   /**
-   * Another layer is the head now (opened, sealed, rewound, redone): its keys start over;
-   * `fresh` when it holds no entry yet (then no stored record is ever read).
+   * Another layer is the head now (opened, sealed, rewound, redone), holding `keys` already:
+   * its processes start over (an empty head, as nearly all are, reads no record ever).
    */
-  newHead (fresh: boolean): void {
+  newHead (keys: Iterable<string>): void {
     this.head = new Map()
-    this.fresh = fresh
+    const held = new Set(keys)
+    this.storedKeys = held.size > 0 ? held : null
   }
 }

@@ -114,7 +114,7 @@ export class Session {
       s.capture.fingerprints = await store.loadFingerprints()
       await s.history.load(store.meta.stack)
       s.rebuild(true)
-      s.attribution.newHead(s.overlay.head.size === 0)
+      s.attribution.newHead(s.overlay.head.keys())
       return s
     } catch (err) {
       await store.close()
@@ -174,7 +174,7 @@ export class Session {
     const ops = this.history.sealHead(opts, written)
     this.overlay.head = this.history.layers.get(this.headLayer)!
     this.headChunks.pin()
-    this.attribution.newHead(true)
+    this.attribution.newHead([])
     return ops
   }
 
@@ -207,7 +207,7 @@ export class Session {
     const ops = this.history.apply(c)
     this.rebuild(false)
     this.headChunks.pin()
-    this.attribution.newHead(this.overlay.head.size === 0)
+    this.attribution.newHead(this.overlay.head.keys())
     this.onViewChange?.(this.history.stackDiff(old, this.meta.stack))
     return ops
   }

@@ -45,8 +45,9 @@ t.test('another process: its own id and record; it is gone, its id stays what it
 
 t.test('a change is noted only while a request is served; each key keeps its processes in order, once each', async t => {
   const stored = new Map<string, string[]>([['/kept.txt', ['earlier.1.1']]])
-  const a = new Attribution((key) => stored.get(key))
-  a.newHead(false) // a head layer that holds records already (a restarted daemon)
+  const reads: string[] = []
+  const a = new Attribution((key) => { reads.push(key); return stored.get(key) })
+  a.newHead(['/kept.txt']) // a head layer that holds a record already (a restarted daemon)
   a.note('/not-served') // caller 0: cpfs itself
   t.equal(a.byOf('/not-served'), undefined, 'nothing for a change no request made')
   a.caller = process.pid
@@ -58,17 +59,19 @@ t.test('a change is noted only while a request is served; each key keeps its pro
   t.equal(me?.length, 1, 'one process, however many changes')
   t.match(me?.[0], new RegExp(`\\.${process.pid}\\.`), 'this process')
   t.same(a.byOf('/kept.txt'), ['earlier.1.1', me?.[0]], 'a key the stored head named keeps its earlier processes first')
+  t.same(reads, ['/kept.txt'], 'only a key the head held is read from the store, once')
   const ops: BatchOp[] = []
   a.processOps(ops)
   t.ok([...records(ops).values()].some(r => r.pid === process.pid), 'the process record goes with the next batch')
   const again: BatchOp[] = []
   a.processOps(again)
   t.same(again, [], 'once')
-  a.newHead(true)
+  a.newHead([])
   t.equal(a.byOf('/a.txt'), undefined, 'a new head starts with no process')
   a.caller = process.pid
   a.note('/kept.txt')
-  t.same(a.byOf('/kept.txt'), me, 'and reads no stored record when it is fresh')
+  t.same(a.byOf('/kept.txt'), me, 'and reads no stored record when it is empty')
+  t.same(reads, ['/kept.txt'], 'not one')
 })
 
 t.test('an entry\'s record carries its processes; decoding the entry leaves them out', async t => {
