@@ -46,7 +46,8 @@ export function injectFaults (injected: Faults): void {
   faults = injected
 }
 
-function where (t: Target): Location {
+/** The workspace and store a Target names (for the library's other modules). */
+export function where (t: Target): Location {
   return locate(t.dir ?? '.', t.store)
 }
 
@@ -64,7 +65,7 @@ async function openSession (loc: Location, create: boolean, dirFd: number): Prom
  * crash interrupted is finished first (or rolled back), except for commands that only read:
  * they must work whatever state the real directory is in, and change nothing.
  */
-async function offline<T> (loc: Location, fn: (s: Session, finished: boolean) => Promise<T>, mode: 'write' | 'read' | 'discard' = 'write'): Promise<T> {
+export async function offline<T> (loc: Location, fn: (s: Session, finished: boolean) => Promise<T>, mode: 'write' | 'read' | 'discard' = 'write'): Promise<T> {
   if (loc.stale || isMounted(loc.workspace)) {
     throw new CpfsError('STALE_MOUNT', `the cpfs daemon for ${loc.workspace} is not running but its mount is still there`, `run cpfs mount ${loc.workspace} to recover it, or cpfs unmount ${loc.workspace}`)
   }
@@ -92,7 +93,7 @@ async function offline<T> (loc: Location, fn: (s: Session, finished: boolean) =>
   }
 }
 
-async function viaDaemonOr<C extends CommandName> (loc: Location, cmd: C, args: ArgsOf<C>, fn: (s: Session) => Promise<ResultOf<C>>, mode: 'write' | 'read' = 'write'): Promise<ResultOf<C>> {
+export async function viaDaemonOr<C extends CommandName> (loc: Location, cmd: C, args: ArgsOf<C>, fn: (s: Session) => Promise<ResultOf<C>>, mode: 'write' | 'read' = 'write'): Promise<ResultOf<C>> {
   if (await daemonUp(loc)) return await callDaemon(loc, { cmd, args })
   return await offline(loc, fn, mode)
 }

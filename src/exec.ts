@@ -19,6 +19,8 @@ export interface ExecOptions extends api.Target {
   sandbox?: boolean
   /** Each argument of `command` is one shell command line, run in a turn of its own. */
   turnPerCommand?: boolean
+  /** Each argument of `command` is one shell command line, run in a step of its own (cpfs undo --step N takes one back). */
+  stepPerCommand?: boolean
   force?: boolean
 }
 
@@ -64,10 +66,17 @@ export async function exec (opts: ExecOptions): Promise<ExecResult> {
   let outcome: { code: number, signal: NodeJS.Signals | null } = { code: 0, signal: null }
   let failure: unknown = null
   try {
-    if (opts.turnPerCommand) {
+    if (opts.turnPerCommand || opts.stepPerCommand) {
+      const { stepBegin, stepEnd } = await import('./steps-api.js')
       for (const line of opts.command) {
-        await api.turn({ dir: loc.workspace, store: opts.store, prompt: line })
-        outcome = await runChild(['bash', '-c', line], loc.workspace, process.env)
+        if (opts.turnPerCommand) await api.turn({ dir: loc.workspace, store: opts.store, prompt: line })
+        // The step is this process's: the command runs as its child.
+        if (opts.stepPerCommand) await stepBegin({ dir: loc.workspace, store: opts.store, label: line, ownerPid: process.pid })
+        try {
+          outcome = await runChild(['bash', '-c', line], loc.workspace, process.env)
+        } finally {
+          if (opts.stepPerCommand) await stepEnd(undefined, { dir: loc.workspace, store: opts.store })
+        }
         if (outcome.code !== 0) break
       }
     } else {
@@ -100,6 +109,7 @@ async function sandboxed (opts: ExecOptions, workspace: string): Promise<ExecRes
   const args = [process.argv[1], 'exec', workspace, '--store', store, '--json-result', join(state, 'result.json')]
   if (opts.discard) args.push('--discard')
   if (opts.turnPerCommand) args.push('--turn-per-command')
+  if (opts.stepPerCommand) args.push('--step-per-command')
   if (opts.force) args.push('--force')
   args.push('--', ...opts.command)
   // unshare -m: a private mount namespace; --propagation private: our mount never leaks out.

@@ -1,4 +1,5 @@
-// Agent-host hooks: open one turn per user message without writing code. Claude Code runs a
+// Agent-host hooks: open one turn per user message without writing code, and one step per
+// tool call (PreToolUse, PostToolUse: hook-tools.ts). Claude Code runs a
 // UserPromptSubmit hook command with a JSON object on stdin ({session_id, cwd, prompt,
 // hook_event_name, prompt_id?, ...}) before it handles each prompt; `cpfs hook claude-code`
 // turns that into
@@ -22,6 +23,7 @@ import { locateMounted } from './control/mounted.js'
 import { isCpfsError } from './errors.js'
 import { checkId, displayLine } from './session/labels.js'
 import { findWorkspaceOf } from './workspaces.js'
+import { toolHook, type ToolHookInput } from './hook-tools.js'
 
 export interface PromptHookInput {
   session_id?: string
@@ -106,11 +108,14 @@ async function readStdin (): Promise<string> {
   return data
 }
 
+const TOOL_EVENTS = new Set(['PreToolUse', 'PostToolUse'])
+
 /** Why this input opens no turn, or null when it does. */
 function notAPrompt (input: unknown): string | null {
   if (input === null || typeof input !== 'object' || Array.isArray(input)) return 'the hook input is not a JSON object'
   const i = input as Record<string, unknown>
-  if (i.hook_event_name !== undefined && i.hook_event_name !== 'UserPromptSubmit') return `${displayLine(String(i.hook_event_name)).slice(0, 40)} is not a prompt (only UserPromptSubmit opens a turn)`
+  if (TOOL_EVENTS.has(i.hook_event_name as string)) return null
+  if (i.hook_event_name !== undefined && i.hook_event_name !== 'UserPromptSubmit') return `${displayLine(String(i.hook_event_name)).slice(0, 40)} is not handled (UserPromptSubmit opens a turn, PreToolUse and PostToolUse a step)`
   if (i.source !== undefined && i.source !== 'user') return `the prompt comes from "${displayLine(String(i.source)).slice(0, 20)}", not the user`
   if (typeof i.prompt !== 'string') return 'the hook input has no prompt'
   for (const k of ['session_id', 'cwd'] as const) {
@@ -159,6 +164,8 @@ async function run (opts: HookOptions, say: (s: string) => void): Promise<string
     return null
   }
   const i = input as PromptHookInput
+  const tool = TOOL_EVENTS.has(i.hook_event_name ?? '')
+  if (tool && typeof (input as ToolHookInput).tool_input !== 'object') (input as ToolHookInput).tool_input = {}
   const cwd = typeof i.cwd === 'string' && i.cwd.startsWith('/') ? i.cwd : process.cwd()
   const workspace = findWorkspaceOf(opts.dir ? resolve(opts.dir) : cwd, { touch: false })
   if (!workspace) {
@@ -166,6 +173,10 @@ async function run (opts: HookOptions, say: (s: string) => void): Promise<string
     return null
   }
   const loc = locateMounted(workspace)
+  if (tool) {
+    await toolHook(input as ToolHookInput, workspace, loc, say)
+    return null
+  }
   const turns = await call(loc.socket, { cmd: 'log', args: { lines: false } }, { timeoutMs: CALL_TIMEOUT_MS })
   const label = turnLabel(i, turns, await usedIds(loc.socket))
   const head = turns.at(-1)

@@ -8,6 +8,10 @@
 import type { Change } from './reports/changes.js'
 import type { PlanSummary } from './plans/finish.js'
 import type { TurnInfo } from './session/session.js'
+import { z } from 'zod'
+import { CpfsError, isCpfsError } from './errors.js'
+
+
 
 export const MAX_CHARS = 20_000
 export const MIN_CHARS = 2_000
@@ -170,3 +174,38 @@ export function summaryOut (s: PlanSummary | undefined | null, shown = 20): Reco
   if (s.skipped?.length) Object.assign(o, { skipped: s.skipped.slice(0, shown).map(rel), skippedCount: s.skipped.length })
   return o
 }
+
+export type ToolResult = { content: Array<{ type: 'text', text: string }>, isError?: boolean }
+
+export async function answer (max: number, fn: () => Promise<unknown>, notes: () => Promise<string[]> = async () => []): Promise<ToolResult> {
+  try {
+    const value = await fn()
+    const extra = await notes()
+    const text = typeof value === 'string' ? value : JSON.stringify(value)
+    const content: ToolResult['content'] = [{ type: 'text', text: bounded(text, max - extra.reduce((n, x) => n + x.length, 0)) }]
+    for (const n of extra) content.push({ type: 'text', text: n })
+    return { content }
+  } catch (err) {
+    const e = isCpfsError(err) ? err : new CpfsError('INTERNAL', String((err as Error)?.message ?? err))
+    return { content: [{ type: 'text', text: bounded(e.line(), max) }], isError: true }
+  }
+}
+
+export const READ_ONLY = { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false }
+export const BOUND = `The answer is JSON of at most ${MAX_CHARS.toLocaleString('en')} characters (max_chars changes it, ${MIN_CHARS.toLocaleString('en')} to ${LIMIT_CHARS.toLocaleString('en')}); paths are workspace-relative, without a leading "/" ("." is the workspace).`
+
+/**
+ * The input schema of a tool: its arguments, and nothing else. An unknown argument (a typo, an
+ * argument of another tool) is refused with a message naming it and the ones the tool takes,
+ * instead of being dropped without a word.
+ */
+export function args<T extends z.ZodRawShape> (tool: string, shape: T) {
+  const names = Object.keys(shape)
+  return z.object(shape, {
+    errorMap: (issue, ctx) => issue.code === 'unrecognized_keys'
+      ? { message: `unknown argument${issue.keys.length === 1 ? '' : 's'} ${issue.keys.map(k => JSON.stringify(k)).join(', ')}: ${tool} takes ${names.length ? names.join(', ') : 'no arguments'}` }
+      : { message: ctx.defaultError }
+  }).strict()
+}
+
+export const maxChars = z.number().int().min(MIN_CHARS).max(LIMIT_CHARS).optional().describe(`the most characters the answer may have (default ${MAX_CHARS})`)

@@ -11,43 +11,10 @@ import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js'
 import { z } from 'zod'
 import * as api from './api.js'
 import { isAbsolute, resolve } from 'node:path'
-import { CpfsError, isCpfsError } from './errors.js'
-import { LIMIT_CHARS, MAX_CHARS, MIN_CHARS, bounded, diffPage, previewPage, rel, summaryOut, turnsPage } from './mcp-answers.js'
+import { CpfsError } from './errors.js'
+import { BOUND, MAX_CHARS, READ_ONLY, answer, args, diffPage, maxChars, previewPage, rel, summaryOut, turnsPage } from './mcp-answers.js'
+import { registerStepTools } from './mcp-steps.js'
 
-type ToolResult = { content: Array<{ type: 'text', text: string }>, isError?: boolean }
-
-async function answer (max: number, fn: () => Promise<unknown>, notes: () => Promise<string[]> = async () => []): Promise<ToolResult> {
-  try {
-    const value = await fn()
-    const extra = await notes()
-    const text = typeof value === 'string' ? value : JSON.stringify(value)
-    const content: ToolResult['content'] = [{ type: 'text', text: bounded(text, max - extra.reduce((n, x) => n + x.length, 0)) }]
-    for (const n of extra) content.push({ type: 'text', text: n })
-    return { content }
-  } catch (err) {
-    const e = isCpfsError(err) ? err : new CpfsError('INTERNAL', String((err as Error)?.message ?? err))
-    return { content: [{ type: 'text', text: bounded(e.line(), max) }], isError: true }
-  }
-}
-
-const READ_ONLY = { readOnlyHint: true, destructiveHint: false, idempotentHint: true, openWorldHint: false }
-const BOUND = `The answer is JSON of at most ${MAX_CHARS.toLocaleString('en')} characters (max_chars changes it, ${MIN_CHARS.toLocaleString('en')} to ${LIMIT_CHARS.toLocaleString('en')}); paths are workspace-relative, without a leading "/" ("." is the workspace).`
-
-/**
- * The input schema of a tool: its arguments, and nothing else. An unknown argument (a typo, an
- * argument of another tool) is refused with a message naming it and the ones the tool takes,
- * instead of being dropped without a word.
- */
-function args<T extends z.ZodRawShape> (tool: string, shape: T) {
-  const names = Object.keys(shape)
-  return z.object(shape, {
-    errorMap: (issue, ctx) => issue.code === 'unrecognized_keys'
-      ? { message: `unknown argument${issue.keys.length === 1 ? '' : 's'} ${issue.keys.map(k => JSON.stringify(k)).join(', ')}: ${tool} takes ${names.length ? names.join(', ') : 'no arguments'}` }
-      : { message: ctx.defaultError }
-  }).strict()
-}
-
-const maxChars = z.number().int().min(MIN_CHARS).max(LIMIT_CHARS).optional().describe(`the most characters the answer may have (default ${MAX_CHARS})`)
 const offsetArg = z.number().int().min(0).optional().describe('where the page starts in the list (0 = the first; an answer that stops early gives next_offset)')
 
 const turnArg = z.union([z.number().int(), z.string()]).describe('a turn number (1, 2, ...), -N counted back from the head (-1 is the head turn), or the external id given to cpfs turn --id')
@@ -67,6 +34,7 @@ export function createMcpServer (target: api.Target): McpServer {
   registerHistoryTools(server, target, pendingPlan)
   registerDiffTools(server, target, pendingPlan)
   registerChangeTools(server, target)
+  registerStepTools(server, target)
   return server
 }
 

@@ -54,7 +54,7 @@ if (fuseAvailable(t)) {
     await client.connect(transport)
     t.teardown(() => client.close())
     const tools = (await client.listTools()).tools.map(x => x.name).sort()
-    t.same(tools, ['blame', 'checkpoint', 'list_turns', 'redo', 'rewind', 'rewind_dry_run', 'show_diff', 'status'], 'the tools')
+    t.same(tools, ['blame', 'changes_since', 'checkpoint', 'list_turns', 'redo', 'rewind', 'rewind_dry_run', 'show_diff', 'status', 'step_begin', 'step_end', 'undo_step'], 'the tools')
     const call = async (name: string, args: Record<string, unknown> = {}) => {
       const r: any = await client.callTool({ name, arguments: args })
       return { error: Boolean(r.isError), text: r.content[0].text as string }
@@ -84,6 +84,23 @@ if (fuseAvailable(t)) {
     t.match(err.text, /^cpfs: no turn has the number or id "nope"/, 'with the CLI\'s one-line message')
     const cp = JSON.parse((await call('checkpoint', { message: 'from the agent' })).text)
     t.equal(cp.head, 3, 'checkpoint opens a turn')
+    // Steps: the MCP client's own tool call, marked, reported and undone alone.
+    t.same(JSON.parse((await call('step_begin', { label: 'generate', id: 'call-1' })).text), { step: 1, id: 'call-1' }, 'step_begin')
+    w.run('echo generated > gen.txt && rm new.txt')
+    const ended = JSON.parse((await call('step_end')).text)
+    t.match(ended, { step: 1, id: 'call-1', counts: { added: 1, modified: 0, deleted: 1 }, changes: [{ path: 'gen.txt', change: 'added' }, { path: 'new.txt', change: 'deleted' }] }, 'step_end: what the step changed')
+    t.match(ended.feedback, /created 1, deleted 1 paths[^]*\+ gen\.txt[^]*- new\.txt[^]*cpfs undo --step call-1/, 'with the feedback an agent reads')
+    t.same(JSON.parse((await call('changes_since', { step: 'call-1' })).text).counts, ended.counts, 'changes_since tells it again')
+    t.same(JSON.parse((await call('step_begin', { label: 'later', id: 'call-2' })).text).step, 2)
+    w.run('echo later > later.txt')
+    await call('step_end', { step: 'call-2' })
+    const undoDry = JSON.parse((await call('undo_step', { step: 'call-1', dry_run: true })).text)
+    t.same({ paths: undoDry.paths, undone: undoDry.undone }, { paths: ['gen.txt', 'new.txt'], undone: false }, 'undo_step dry_run: what it would put back')
+    t.same(JSON.parse((await call('undo_step', { step: 'call-1' })).text).undone, true, 'undo_step')
+    t.equal(w.run('ls'), 'later.txt\nnew.txt\nsrc\n', 'the step is undone; the later one is kept')
+    const unknown = await call('undo_step', { step: 'nope' })
+    t.ok(unknown.error, 'an unknown step is a tool error')
+    t.match(unknown.text, /^cpfs: no step has the number or id "nope"/)
   })
 
   t.test('the hook never blocks a prompt: any input, a stopped daemon, other events; prompt_id; --context', async t => {
@@ -103,12 +120,18 @@ if (fuseAvailable(t)) {
       t.notMatch(r.stderr, /internal error|at .*\.js/, 'no internal error')
     }
     t.equal(turns(), 2, 'only the valid prompt among them opened a turn (one with no prompt_id)')
-    for (const [what, input] of [['PreToolUse', JSON.stringify({ session_id: 's1', cwd: w.ws, hook_event_name: 'PreToolUse', tool_name: 'Bash', tool_input: {} })], ['a system prompt', payload({ prompt: 'compacting', source: 'system' })]]) {
+    for (const [what, input] of [['Stop', JSON.stringify({ session_id: 's1', cwd: w.ws, hook_event_name: 'Stop' })], ['a system prompt', payload({ prompt: 'compacting', source: 'system' })]]) {
       const r = hook(input)
       t.equal(r.code, 0)
       t.match(r.stderr, /ignored/, `${what}: ignored, and said so`)
     }
-    t.equal(turns(), 2, 'other events and non-user prompts open no turn')
+    // A tool call opens a step, not a turn; a PostToolUse for a call without one is said so.
+    const pre = hook(JSON.stringify({ session_id: 's1', cwd: w.ws, hook_event_name: 'PreToolUse', tool_name: 'Bash', tool_input: 'not an object', tool_use_id: 'toolu_x' }))
+    t.same([pre.code, pre.stdout, pre.stderr], [0, '', ''], 'PreToolUse (even with a tool_input that is not an object): a step, silently')
+    const post = hook(JSON.stringify({ session_id: 's1', cwd: w.ws, hook_event_name: 'PostToolUse', tool_name: 'Bash', tool_use_id: 'toolu_none' }))
+    t.same([post.code, post.stdout], [0, ''], 'PostToolUse for a call with no step: exit 0, nothing for the model')
+    t.match(post.stderr, /no step was begun for toolu_none \(is PreToolUse hooked too\?\)/, 'and a line saying why')
+    t.equal(turns(), 2, 'other events, tool calls and non-user prompts open no turn')
     let r = hook(payload({ prompt: 'Use the id', prompt_id: 'pr_abc' }))
     t.match(r.stderr, /turn 3 \(pr_abc\) opened/)
     t.equal(JSON.parse(w.ok('log', w.ws, '--json')).at(-1).id, 'pr_abc', 'prompt_id is the turn id')

@@ -13,7 +13,7 @@ import { dirname, join } from 'node:path'
 import { gunzipSync } from 'node:zlib'
 import { ClassicLevel } from 'classic-level'
 import { Packr } from 'msgpackr'
-import { ROOT, fuseAvailable, stopDaemon, workspace, type Env } from './helpers.js'
+import { CLI, ROOT, fuseAvailable, stopDaemon, workspace, type Env } from './helpers.js'
 import { frontDecode } from '../src/plans/journal.js'
 import { Store } from '../src/store/store.js'
 import { Wal } from '../src/store/wal.js'
@@ -119,7 +119,7 @@ if (fuseAvailable(t)) {
     t.equal(fs.statSync(join(w.ws, 'big2')).ino, bigIno, 'the real hard link is kept: one inode')
     t.ok(fs.readFileSync(join(w.ws, 'big2')).equals(big), 'and the other name shows the edit')
     t.equal(fs.statSync(join(w.ws, 'x')).mode & 0o777, 0o600)
-    t.equal(await storeVersion(store), 5, 'the store is version 5 after its first write (an older cpfs refuses it)')
+    t.equal(await storeVersion(store), 6, 'the store is version 6 after its first write (an older cpfs refuses it)')
     w.ok('rewind', '1', w.ws)
     t.equal(fs.readFileSync(join(w.ws, 'big2'), 'utf8'), 'L'.repeat(100000), 'turn 1 rewinds to the original')
     t.equal(fs.statSync(join(w.ws, 'big')).ino, bigIno, 'still one real file with two names')
@@ -267,6 +267,22 @@ if (fuseAvailable(t)) {
     return { expected, w, store }
   }
 
+  /**
+   * A fixture's write-ahead log, rewritten for the workspace it is extracted at: the log's
+   * records carry the metadata too, and the workspace is here now in them as well.
+   */
+  function walHere (store: string, ws: string) {
+    const old = Wal.open(store)
+    const logged = old.records(store)
+    old.close()
+    fs.rmSync(join(store, 'wal'))
+    const wal = Wal.open(store)
+    wal.seq = logged[0].seq - 1
+    for (const r of logged) wal.append(r.ops.map(op => op.type === 'put' && op.key === 'm' ? { ...op, value: packr.pack({ ...packr.unpack(op.value), workspace: ws }) } : op))
+    wal.close()
+    return logged
+  }
+
   /** Every record of the store, decoded (chunks left out). */
   async function records (store: string): Promise<Map<string, any>> {
     const db = new ClassicLevel<string, Buffer>(join(store, 'db'), { keyEncoding: 'utf8', valueEncoding: 'buffer' })
@@ -285,15 +301,7 @@ if (fuseAvailable(t)) {
     const meta = packr.unpack(await db.get('m'))
     t.equal(meta.version, 4, 'the fixture is a version-4 store')
     await db.put('m', packr.pack({ ...meta, workspace: w.ws }))
-    // The log's records carry the metadata too: the workspace is here now in them as well.
-    const old = Wal.open(store)
-    const logged = old.records(store)
-    old.close()
-    fs.rmSync(join(store, 'wal'))
-    const wal = Wal.open(store)
-    wal.seq = logged[0].seq - 1
-    for (const r of logged) wal.append(r.ops.map(op => op.type === 'put' && op.key === 'm' ? { ...op, value: packr.pack({ ...packr.unpack(op.value), workspace: w.ws }) } : op))
-    wal.close()
+    const logged = walHere(store, w.ws)
     t.ok(logged.some(r => r.ops.some(op => op.key[0] === 'c')), 'with chunk puts in its records')
     let legacy = 0
     for await (const k of db.keys({ gte: 'c', lt: 'c\uffff' })) if (k) legacy++
@@ -323,7 +331,7 @@ if (fuseAvailable(t)) {
     const packs = fs.readdirSync(join(store, 'packs'))
     t.ok(packs.length >= 1 && packs.every(n => /^\d{10}-[0-9a-f]{64}\.pack$/.test(n)), `new chunks are in sealed pack files: ${packs.join(' ')}`)
     const now = await records(store)
-    t.equal(now.get('m').version, 5, 'the store is version 5')
+    t.equal(now.get('m').version, 6, 'the store is version 6')
     t.ok([...now.keys()].some(k => k[0] === 'r'), 'LevelDB holds references to pack bytes')
     t.equal(w.cpfs('fsck', w.ws).code, 0, 'cpfs fsck finds nothing wrong (old chunks in LevelDB, new ones in packs)')
     w.ok('mount', w.ws)
@@ -332,7 +340,46 @@ if (fuseAvailable(t)) {
     w.ok('unmount', w.ws, '--discard')
   })
 
-  t.test('a version-3 store (test/fixtures/store-v3): its interrupted plan finishes, every turn shows and rewinds, and it becomes version 5', async t => {
+  t.test('a version-5 store (test/fixtures/store-v5, written before steps): its log replays, processes are blamed, every turn rewinds byte-exact, steps work, it becomes version 6', async t => {
+    const { expected, w, store } = fromFixture(t, 'store-v5')
+    const db = new ClassicLevel<string, Buffer>(join(store, 'db'), { keyEncoding: 'utf8', valueEncoding: 'buffer' })
+    await db.open()
+    const meta = packr.unpack(await db.get('m'))
+    t.equal(meta.version, 5, 'the fixture is a version-5 store')
+    t.equal(meta.parts, undefined, 'with no parts')
+    await db.put('m', packr.pack({ ...meta, workspace: w.ws }))
+    await db.close()
+    const logged = walHere(store, w.ws)
+    t.ok(logged.length > 0, 'turn 3 is in its write-ahead log')
+    t.same(JSON.parse(w.ok('log', w.ws, '--json')).map((l: any) => l.changes.length > 0), [true, true, true], 'the old history reads, the logged turn included')
+    const blamed = JSON.parse(w.ok('blame', join(w.ws, 'pair1'), w.ws, '--json'))
+    t.match(blamed.lines, [{ turn: 1, by: 'mount', process: { command: /echo more|bash/ }, step: null }], 'blame: the process version 5 recorded, and no step')
+    t.same(JSON.parse(w.ok('log', '--steps', '--json', w.ws)), [], 'no steps in an old store')
+    w.ok('mount', w.ws)
+    t.same(view(w.ws), expected.head, 'the mount shows the head')
+    for (const turn of [3, 2, 1]) {
+      w.ok('rewind', String(turn), w.ws)
+      t.same(view(w.ws), expected.turns[turn], `rewound to the start of turn ${turn}: byte-exact`)
+    }
+    for (let turn = 1; turn <= 3; turn++) w.ok('redo', w.ws)
+    t.same(view(w.ws), expected.head, 'and redo brings the head back')
+    const cpfs = `'${process.execPath}' '${CLI}'`
+    w.run(`${cpfs} step begin upgrade --id up >/dev/null; echo after > after.txt; rm logged.txt; ${cpfs} step end up >/dev/null`)
+    t.same(JSON.parse(w.ok('step', 'show', 'up', '--json', w.ws)).changes.map((c: any) => c.path), ['/after.txt', '/logged.txt'], 'a step in the upgraded store')
+    w.ok('undo', '--step', 'up', w.ws)
+    t.same(view(w.ws), expected.head, 'undone: the head as it was')
+    for (const turn of [3, 1]) {
+      w.ok('rewind', String(turn), w.ws)
+      t.same(view(w.ws), expected.turns[turn], `after the step: turn ${turn} still rewinds byte-exact`)
+    }
+    w.ok('unmount', w.ws, '--discard')
+    const now = await records(store)
+    t.equal(now.get('m').version, 6, 'the store is version 6 (an older cpfs refuses it: it could not see the parts)')
+    t.ok(Object.keys(now.get('m').parts ?? {}).length > 0, 'with parts')
+    t.equal(w.cpfs('fsck', w.ws).code, 0, 'cpfs fsck finds nothing wrong')
+  })
+
+  t.test('a version-3 store (test/fixtures/store-v3): its interrupted plan finishes, every turn shows and rewinds, and it becomes version 6', async t => {
     const { expected, w, store } = fromFixture(t, 'store-v3')
     // The one change to the store as version 3 wrote it: the workspace it belongs to is here now.
     const db = new ClassicLevel<string, Buffer>(join(store, 'db'), { keyEncoding: 'utf8', valueEncoding: 'buffer' })
@@ -355,7 +402,7 @@ if (fuseAvailable(t)) {
     t.same(applied.tree['tagged.txt'].xattrs, ['user.color="red"'], 'the journal finished as version 3 planned it')
     applied.tree['tagged.txt'].xattrs = expected.head.tree['tagged.txt'].xattrs
     t.same(applied, expected.head, 'the real directory holds the head turn: content, modes, xattrs (set after the crash from the old journal), hard links')
-    t.equal((await records(store)).get('m').version, 5, 'the store is version 5 after its first write (an older cpfs refuses it)')
+    t.equal((await records(store)).get('m').version, 6, 'the store is version 6 after its first write (an older cpfs refuses it)')
 
     w.ok('mount', w.ws)
     t.same(view(w.ws), expected.head, 'the mount shows the same tree')
@@ -376,7 +423,7 @@ if (fuseAvailable(t)) {
 
     // On disk: what was written since the upgrade has the readable names only.
     const now = await records(store)
-    t.equal(now.get('m').version, 5)
+    t.equal(now.get('m').version, 6)
     const legacy = ['t', 'n', 'x', 'o', 'd']
     const written = [...now].filter(([k]) => k[0] === 'e' && Number(k.slice(1, 11)) > 3)
     t.ok(written.length >= 5, 'the layers made after the upgrade')
@@ -388,7 +435,7 @@ if (fuseAvailable(t)) {
   })
 }
 
-t.test('a version-3 store whose last batches are in the write-ahead log: replayed, read, and version 5 with the next batch', async t => {
+t.test('a version-3 store whose last batches are in the write-ahead log: replayed, read, and version 6 with the next batch', async t => {
   const dir = fs.mkdtempSync(join(tmpdir(), 'cpfs-compat-wal-'))
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
   const now = Date.now()
@@ -420,12 +467,12 @@ t.test('a version-3 store whose last batches are in the write-ahead log: replaye
   const prints = await s.loadFingerprints()
   t.same(prints.get('/a'), { type: null, ino: 0, size: 0, mode: 0, mtime: 0, mtimeNs: 0, ctime: 0, ctimeNs: 0, at: 0 }, 'a fingerprint too')
   t.same(prints.get('/c'), { type: 'f', ino: 7, size: 3, mode: 0o100644, mtime: now, mtimeNs: 1, ctime: now, ctimeNs: 2, at: now }, 'and a real file\'s, with the new names and its time')
-  t.equal(s.meta.version, 5, 'version 5 in memory')
+  t.equal(s.meta.version, 6, 'version 6 in memory')
   await s.batch([{ type: 'put', key: 't0000000001', value: packr.pack({ layer: 1, openedAt: now, message: 'x' }) }])
   await s.close()
   const check = new ClassicLevel<string, Buffer>(join(dir, 'db'), { keyEncoding: 'utf8', valueEncoding: 'buffer' })
   await check.open()
   const m = packr.unpack(await check.get('m'))
   await check.close()
-  t.same({ version: m.version, stack: m.stack, nextIno: m.nextIno }, { version: 5, stack: [1], nextIno: 2 ** 52 + 3 }, 'a batch without the metadata saved it as version 5, otherwise as it was')
+  t.same({ version: m.version, stack: m.stack, nextIno: m.nextIno }, { version: 6, stack: [1], nextIno: 2 ** 52 + 3 }, 'a batch without the metadata saved it as version 6, otherwise as it was')
 })

@@ -221,7 +221,7 @@ export function formatBlame (b: Blame): string {
   if (b.lines.length === 0) return `no turn changed ${displayLine(b.path.slice(1))}`
   return b.lines.map(l => {
     const what = l.change === null ? 'changed back' : l.change + (l.insertions || l.deletions ? ` +${l.insertions} -${l.deletions}` : '')
-    const head = `turn ${l.turn}  ${what}`
+    const head = `turn ${l.turn}${l.step ? `  step ${l.step.id ?? l.step.n}` : ''}  ${what}`
     if (l.process === null) return `${head}  ${dim(l.by === 'unrecorded' ? '(no process recorded: a change by cpfs itself, or made before cpfs recorded processes)' : '(its process had ended)')}`
     const where = l.by === 'underneath' ? ' (underneath the mount)' : ''
     const line = `${head}  ${l.at === null ? '' : when(l.at) + '  '}pid ${l.process.pid}${where}  ${displayLine(l.process.command)}`

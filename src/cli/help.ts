@@ -11,7 +11,7 @@ Usage: cpfs <command> [options]
   blame PATH [DIR]       every turn that changed PATH, and the process that changed it
   restore TURN PATH...   restore files or directories to their state at TURN
   fork TURN DEST [DIR]   write the view at TURN into a new directory with its own history
-  undo [DIR]             drop everything since the last cpfs turn
+  undo [DIR]             drop everything since the last cpfs turn (--step ID: one step only)
   redo [DIR]             bring back what the last rewind or undo dropped
   status [DIR]           mounted or not, head, pending turns, store (--all: every store)
   prune [DIR]            retention: merge old turns, delete unreferenced data
@@ -19,7 +19,8 @@ Usage: cpfs <command> [options]
   fsck [DIR]             check the store, repair what can be, list what is lost
   exec [DIR] -- CMD...   mount, run CMD inside, unmount (CI agents; --sandbox, --discard)
   mcp [DIR]              an MCP server on stdio: an agent lists, diffs, rewinds its own turns
-  hook claude-code [DIR] the UserPromptSubmit hook: one turn per prompt (reads the hook JSON)
+  hook claude-code [DIR] Claude Code's hooks: a turn per prompt, a step per tool call, feedback
+  step begin|end|show|list  steps: one tool call or command inside a turn (see undo --step)
   unmount [DIR]          unmount and apply the result to the real directory, verified
   completion bash|zsh|fish  a completion script for your shell (commands, flags, turns)
 
@@ -56,15 +57,16 @@ be mounted (not mounted, nothing can change, and it says so).
 
 Examples:  cpfs turn -m "refactor the parser"
            cpfs turn --id msg_0142 --prompt "Add a login form"`,
-  log: `Usage: cpfs log [DIR] [--json]
+  log: `Usage: cpfs log [DIR] [--steps] [--json]
 
 List the turns: number (* marks the head), when it was opened, how many paths, lines (+/-,
 text files) and bytes it changed, its external id, its prompt (what it was opened for) and
 its message (what it did, from cpfs turn -m). --json adds each turn's changed paths. On a
 terminal the list goes through the pager (--no-pager, --color=auto|always|never).
+--steps lists the steps instead (tool calls, commands): number, id, turn, paths, label.
 
 Example:  cpfs log --json | jq '.[] | select(.files > 0) | .turn'`,
-  diff: `Usage: cpfs diff [TURN | A..B] [DIR] [--stat] [--json] [--no-pager] [--color WHEN] [-- PATH...]
+  diff: `Usage: cpfs diff [TURN | A..B] [DIR] [--stat] [--by-step] [--json] [--no-pager] [--color WHEN] [-- PATH...]
 
 Show what TURN changed (default: the head turn, so far), or turns A through B (A.. and ..B
 work too), as a git-style patch that git apply and patch -p1 accept: text hunks, binary
@@ -72,6 +74,7 @@ files (GIT binary patch), the executable bit, symlinks, additions and deletions.
 patch cannot carry (directory moves, other mode bits, owners) is listed above it.
 --stat prints one line per path with +/- counts, counted as cpfs log counts them.
 -- PATH... keeps only the changes at or below those paths (relative to this directory).
+--by-step shows each step of those turns (a tool call, a command) with what it changed.
 On a terminal: coloured (--color=auto|always|never; NO_COLOR turns it off) and paged
 ($CPFS_PAGER, else $PAGER, else less -FRX; --no-pager).
 
@@ -122,11 +125,18 @@ the current one.
 
 Example:  cpfs fork 3 ../app-attempt-2 && cpfs mount ../app-attempt-2`,
   undo: `Usage: cpfs undo [DIR] [--force] [--json]
+       cpfs undo --step ID [DIR] [--dry-run] [--force] [--json]
 
 Drop everything since the last cpfs turn (a rewind to the start of the head turn). When the
 head turn has no changes, step back one more turn.
+--step ID takes back one step only (a tool call by its tool_use_id, or a step number): every
+path it changed goes back to how it was just before, everything later stays. When a later
+change touched the same paths it refuses, naming them; --force takes the step's version back
+anyway (the later one stays in the history). --dry-run says what it would do. Mounted or not
+(offline, the real directory is changed by a drift-checked, verified plan).
 
-Example:  cpfs undo`,
+Examples:  cpfs undo
+           cpfs undo --step toolu_01A2B3 --dry-run`,
   redo: `Usage: cpfs redo [DIR] [--force] [--json]
 
 Bring back what the last rewind or undo dropped, as long as nothing was written since.
@@ -145,11 +155,33 @@ which prints the documented additionalContext JSON telling the model the turn's 
 Example (.claude/settings.json):
   { "hooks": { "UserPromptSubmit": [ { "hooks": [
       { "type": "command", "command": "cpfs hook claude-code" } ] } ] } }
-Then: cpfs log shows one turn per prompt; cpfs rewind <session>:<n> goes back to before it.`,
+Then: cpfs log shows one turn per prompt; cpfs rewind <session>:<n> goes back to before it.
+
+PreToolUse and PostToolUse (same command) make each tool call a step named by its
+tool_use_id: after the call, the hook prints Claude Code's additionalContext JSON saying what
+the call created, modified and deleted, and what deserves a second look (deleted tracked
+files, secrets and dotfiles, changes outside the paths the call named, large deletions,
+processes left running, other processes' changes); nothing for a call that changed nothing.
+  "PreToolUse":  [ { "matcher": "*", "hooks": [ { "type": "command", "command": "cpfs hook claude-code" } ] } ],
+  "PostToolUse": [ { "matcher": "*", "hooks": [ { "type": "command", "command": "cpfs hook claude-code" } ] } ]
+Then: cpfs undo --step <tool_use_id> takes one call back.`,
+  step: `Usage: cpfs step begin [LABEL] [--id ID] [DIR] [--json]
+       cpfs step end [ID] [DIR] [--json]
+       cpfs step show ID [DIR] [--json]
+       cpfs step list [DIR] [--json]
+
+A step is one tool call or command inside a turn: what changes while it is open, made by
+the shell that began it (or the processes that shell starts), belongs to it. begin prints
+its number; end prints what it changed and what deserves a second look; show tells it again;
+list lists the steps. cpfs undo --step ID takes one back. Steps also come from Claude Code's
+PreToolUse/PostToolUse hook, the MCP tools step_begin/step_end, and exec --step-per-command.
+
+Example:  cpfs step begin "regenerate" --id gen1 && ./gen.sh && cpfs step end gen1`,
   mcp: `Usage: cpfs mcp [DIR] [--store PATH]
 
 Serve the Model Context Protocol on stdin/stdout for the workspace DIR (default .), with the
-tools list_turns, status, checkpoint, show_diff, blame, rewind_dry_run, rewind and redo. Turns may
+tools list_turns, status, checkpoint, show_diff, blame, rewind_dry_run, rewind, redo,
+step_begin, step_end, changes_since and undo_step. Turns may
 be numbers or strings; each tool is annotated (readOnlyHint, destructiveHint), and the
 read-only ones never change anything (an interrupted plan is reported, not finished).
 Answers are JSON of at most 20,000 characters (max_chars changes it): summaries and pages,
@@ -157,7 +189,7 @@ paths workspace-relative without a leading "/"; an unknown argument is refused.
 
 Example (an MCP client's configuration):
   { "mcpServers": { "cpfs": { "command": "cpfs", "args": ["mcp", "/path/to/workspace"] } } }`,
-  exec: `Usage: cpfs exec [DIR] [--discard] [--sandbox] [--turn-per-command] [--force] -- CMD...
+  exec: `Usage: cpfs exec [DIR] [--discard] [--sandbox] [--turn-per-command] [--step-per-command] [--force] -- CMD...
 
 Mount DIR (default .), run CMD inside it (its working directory is the mount), then unmount:
 apply the result through a verified plan, or with --discard leave the real directory as it
@@ -168,6 +200,7 @@ CMD, and the mount is always cleaned up.
                       overlay, with a store of its own, so several agents can work on one
                       checkout at once; each applies when it ends
   --turn-per-command  each argument after -- is a shell command line with a turn of its own
+  --step-per-command  each argument after -- is a shell command line with a step of its own
 
 Examples:  cpfs exec . -- npm test
            cpfs exec . --sandbox --turn-per-command -- "npm ci" "npm run build"`,

@@ -6,22 +6,23 @@
 // current directory, upwards (src/workspaces.ts).
 import { parseArgs } from 'node:util'
 import { CpfsError, isCpfsError } from '../errors.js'
-import type { Target, UnmountResult } from '../api.js'
+import type { UnmountResult } from '../api.js'
 import { askDaemon, mountedLocation, statusFromDaemon, workspacePaths } from '../control/mounted.js'
 import type { ArgsOf, CommandName, ResultOf } from '../control/protocol.js'
-import { formatAll, formatBlame, formatDiff, formatLog, formatPreview, formatPrune, formatStat, formatStatus, formatSummary, formatUnmount, setColour } from './format.js'
-import { statSync, writeFileSync } from 'node:fs'
+import { formatAll, formatBlame, formatDiff, formatLog, formatPreview, formatPrune, formatStat, formatStatus, formatSummary, formatUnmount } from './format.js'
+import { writeFileSync } from 'node:fs'
 import { resolve } from 'node:path'
-import { findWorkspaceOf } from '../workspaces.js'
-import { cpfsMountPoints, isRegistered, realPathOutside } from '../store/locate.js'
+import { isRegistered } from '../store/locate.js'
 import { displayLine } from '../session/labels.js'
 import { HELP, usage } from './help.js'
 import { showingProgress } from './progress.js'
-import { endOutput, guardPipes, out, startPager } from './output.js'
+import { endOutput, guardPipes, out } from './output.js'
 import { suggest } from './suggest.js'
 import { claudeCodeHook } from '../hook.js'
 import { hideRelativeTurns, unhide } from './relative.js'
 import { faultsFromEnv } from '../plans/faults.js'
+import { dirStore, holding, isDirectory, json, lib, note, page, paging, target, workspaceOf, type Command, type Flags } from './common.js'
+import { diffBySteps, logSteps, stepCommands, undoStepCommand } from './steps.js'
 
 guardPipes()
 
@@ -31,7 +32,6 @@ guardPipes()
 // the bundle (scripts/bundle-cli.mjs) is built on: what this file imports statically is the
 // lean part, bundled into the `cpfs` command; everything imported with import() stays an ES
 // module of the library, loaded when needed.
-const lib = async () => await import('../api.js')
 
 /**
  * The tests drive the real cpfs command: the environment is how they reach the faults they
@@ -46,57 +46,6 @@ async function injectFaultsFromEnv (): Promise<void> {
 /** The daemon's answer when DIR (or the current directory) is in a mounted workspace; else undefined. */
 async function viaMount<C extends CommandName> (pos: Record<string, string | undefined>, f: Flags, cmd: C, args?: ArgsOf<C>): Promise<ResultOf<C> | undefined> {
   return await askDaemon(mountedLocation(pos.DIR, f.store as string | undefined), cmd, args)
-}
-
-type Flags = Record<string, string | boolean | undefined>
-
-interface Command {
-  options: Record<string, { type: 'string' | 'boolean', short?: string }>
-  /** Names of positional arguments, in order; a trailing '?' marks an optional one. */
-  args: string[]
-  /** Everything after `--` is a list of paths (diff) or a command (exec). */
-  dashDash?: 'paths' | 'command'
-  run: (pos: Record<string, string | undefined>, f: Flags, rest: string[]) => Promise<number>
-}
-
-const dirStore = { store: { type: 'string' as const } }
-const json = { json: { type: 'boolean' as const } }
-const paging = { 'no-pager': { type: 'boolean' as const }, color: { type: 'string' as const } }
-
-function note (s: string): void {
-  if (process.stderr.isTTY) process.stderr.write(s + '\n')
-}
-
-function isDirectory (p: string): boolean {
-  // A cpfs mount point is a directory, and a stat of it would hang on a stopped daemon.
-  if (cpfsMountPoints().has(realPathOutside(p))) return true
-  try {
-    return statSync(p).isDirectory()
-  } catch {
-    return false
-  }
-}
-
-/** The workspace DIR names, or the one the current directory is in: the nearest above with cpfs (else DIR itself). */
-function workspaceOf (dir: string | undefined): string {
-  return findWorkspaceOf(dir ?? process.cwd()) ?? resolve(dir ?? '.')
-}
-
-/** The workspace that holds `path` (typed as `typed`), or NO_HISTORY saying where DIR goes (`where`). */
-function holding (typed: string, path: string, where: string): string {
-  const dir = findWorkspaceOf(path)
-  if (dir === null) throw new CpfsError('NO_HISTORY', `${displayLine(typed)} is not inside a workspace with cpfs history`, `run it inside a mounted workspace, or name the workspace ${where}`)
-  return dir
-}
-
-function target (pos: Record<string, string | undefined>, f: Flags): Target {
-  return { dir: workspaceOf(pos.DIR), store: f.store as string | undefined }
-}
-
-/** Long output on a terminal goes through the pager, as git's does. */
-async function page (f: Flags): Promise<void> {
-  if (typeof f.color === 'string') setColour(f.color)
-  if (!f['no-pager']) await startPager()
 }
 
 const commands: Record<string, Command> = {
@@ -132,9 +81,10 @@ const commands: Record<string, Command> = {
     }
   },
   log: {
-    options: { ...dirStore, ...json, ...paging },
+    options: { ...dirStore, steps: { type: 'boolean' }, ...json, ...paging },
     args: ['DIR?'],
     run: async (pos, f) => {
+      if (f.steps) return await logSteps(pos, f)
       const turns = await viaMount(pos, f, 'log', { lines: true }) ?? await (await lib()).log({ ...target(pos, f), lines: true })
       await page(f)
       out(f.json ? JSON.stringify(turns, null, 2) : formatLog(turns))
@@ -168,7 +118,7 @@ const commands: Record<string, Command> = {
     }
   },
   diff: {
-    options: { ...dirStore, stat: { type: 'boolean' }, ...json, ...paging },
+    options: { ...dirStore, stat: { type: 'boolean' }, 'by-step': { type: 'boolean' }, ...json, ...paging },
     args: ['TURN?', 'DIR?'],
     dashDash: 'paths',
     run: async (pos, f, paths) => {
@@ -179,6 +129,7 @@ const commands: Record<string, Command> = {
         dir = spec
         spec = undefined
       }
+      if (f['by-step']) return await diffBySteps(spec, { dir: workspaceOf(dir), store: f.store as string | undefined }, f)
       const patches = !f.stat && !f.json
       const loc = mountedLocation(dir, f.store as string | undefined)
       const rel = loc && paths.length ? workspacePaths(loc.workspace, paths.map(p => resolve(p))) : undefined
@@ -219,14 +170,14 @@ const commands: Record<string, Command> = {
     }
   },
   exec: {
-    options: { ...dirStore, discard: { type: 'boolean' }, sandbox: { type: 'boolean' }, 'turn-per-command': { type: 'boolean' }, force: { type: 'boolean' }, 'json-result': { type: 'string' }, ...json },
+    options: { ...dirStore, discard: { type: 'boolean' }, sandbox: { type: 'boolean' }, 'turn-per-command': { type: 'boolean' }, 'step-per-command': { type: 'boolean' }, force: { type: 'boolean' }, 'json-result': { type: 'string' }, ...json },
     args: ['DIR?'],
     dashDash: 'command',
     run: async (pos, f, rest) => {
       const { exec: execCommand } = await import('../exec.js')
       const resultFile = f['json-result'] as string | undefined
       try {
-        const r = await execCommand({ dir: pos.DIR ?? '.', store: f.store as string | undefined, command: rest, discard: Boolean(f.discard), sandbox: Boolean(f.sandbox), turnPerCommand: Boolean(f['turn-per-command']), force: Boolean(f.force) })
+        const r = await execCommand({ dir: pos.DIR ?? '.', store: f.store as string | undefined, command: rest, discard: Boolean(f.discard), sandbox: Boolean(f.sandbox), turnPerCommand: Boolean(f['turn-per-command']), stepPerCommand: Boolean(f['step-per-command']), force: Boolean(f.force) })
         if (resultFile) writeFileSync(resultFile, JSON.stringify(r))
         else if (f.json) out(JSON.stringify(r))
         else if (r.applied) note(`cpfs: ${formatSummary(r.summary!)}`)
@@ -313,9 +264,11 @@ const commands: Record<string, Command> = {
     }
   },
   undo: {
-    options: { ...dirStore, force: { type: 'boolean' }, ...json },
+    options: { ...dirStore, force: { type: 'boolean' }, step: { type: 'string' }, 'dry-run': { type: 'boolean' }, ...json },
     args: ['DIR?'],
     run: async (pos, f) => {
+      if (typeof f.step === 'string') return await undoStepCommand(f.step, target(pos, f), f)
+      if (f['dry-run']) throw new CpfsError('USAGE', '--dry-run goes with --step (for a whole turn: cpfs rewind TURN --dry-run)', 'cpfs undo --step ID --dry-run')
       const fast = await viaMount(pos, f, 'undo')
       const r = fast ? { ...fast, mounted: true, summary: undefined } : await showingProgress(Boolean(f.json), async () => (await lib()).undo({ ...target(pos, f), force: Boolean(f.force) }))
       if (f.json) out(JSON.stringify(r))
@@ -387,7 +340,8 @@ const commands: Record<string, Command> = {
       else out(formatUnmount(r, t.dir!))
       return 0
     }
-  }
+  },
+  ...stepCommands
 }
 
 async function completion (rest: string[]): Promise<number> {

@@ -15,6 +15,10 @@
 import type { WatchInfo, WatchStatus } from '../store/underneath.js'
 import type { OpStats } from '../fuse/stats.js'
 import type { Blame } from '../reports/blame.js'
+import type { StepReport } from '../reports/step-report.js'
+import type { StepOptions, StepRecord } from '../session/steps.js'
+import type { StepListed } from '../reports/step-list.js'
+import type { StepUndone } from '../session/undo-step.js'
 import type { Change } from '../reports/changes.js'
 import type { RewindPreview } from '../reports/preview.js'
 import type { PlanSummary } from '../plans/finish.js'
@@ -88,6 +92,12 @@ export interface Commands {
   /** Every turn that changed `path` (a workspace path, '/a/b'), and who changed it. */
   blame: { args: { path: string }, result: Blame }
   'preview-rewind': { args: { turn: string }, result: RewindPreview }
+  /** Steps (session/steps.ts): begin, end, what one changed, the list, undo one. */
+  'step-begin': { args: StepOptions, result: StepRecord }
+  'step-end': { args: { ref?: string }, result: StepRecord }
+  'step-show': { args: { ref: string }, result: StepReport }
+  steps: { args: { last?: number }, result: StepListed[] }
+  'undo-step': { args: { ref: string, force?: boolean, dryRun?: boolean }, result: StepUndone }
   unmount: { args: { discard?: boolean, force?: boolean }, result: UnmountResult }
 }
 

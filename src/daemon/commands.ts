@@ -8,6 +8,9 @@ import type { Handlers, MemoryStatus, UnmountResult } from '../control/protocol.
 import { forkView } from '../plans/fork.js'
 import type { Faults } from '../plans/faults.js'
 import { blamePath } from '../reports/blame.js'
+import { stepReport } from '../reports/step-report.js'
+import { listSteps } from '../reports/step-list.js'
+import { undoStepIn } from '../session/undo-step.js'
 import { cutPaths, diffTurns, logWithLines, previewRewind } from '../reports/preview.js'
 import type { Session } from '../session/session.js'
 import type { ViewInvalidation } from './invalidation.js'
@@ -64,6 +67,11 @@ export function daemonHandlers (d: DaemonParts): Handlers {
     diff: async (a) => await diffTurns(session, a?.spec, { patches: Boolean(a?.patches), paths: a?.paths }),
     blame: async (a) => await blamePath(session, String(a.path)),
     'preview-rewind': async (a) => await previewRewind(session, String(a.turn), true),
+    'step-begin': async (a) => await session.steps.begin(a ?? {}),
+    'step-end': async (a) => await session.steps.end(a?.ref),
+    'step-show': async (a) => await stepReport(session, String(a.ref)),
+    steps: async (a) => await listSteps(session, typeof a?.last === 'number' ? a.last : 100),
+    'undo-step': async (a) => await views.around(async () => await undoStepIn(session, String(a.ref), { force: Boolean(a.force), dryRun: Boolean(a.dryRun) })),
     unmount: async (a) => await d.shutdown(a?.discard ? 'discard' : 'apply', Boolean(a?.force))
   }
 }

@@ -88,6 +88,8 @@ async function openSession (opts: DaemonOptions, dirFd: number, faults: Faults):
     } finally {
       if (own !== undefined) process.umask(own)
     }
+    // Steps left open by the last mount (its daemon stopped, or was killed) end here.
+    await session.steps.endStopped()
     const absorbed = await absorbOutsideChanges(session)
     if (absorbed) outside = { turn: absorbed.turn, paths: absorbed.paths.length }
   } catch (err) {
@@ -130,7 +132,10 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
   const ch = new Channel(fd)
   // Who changed what (session/attribution.ts); CPFS_ATTRIBUTION=0 records no process (command
   // lines can hold secrets a user may not want in the history) and measures what it costs.
-  if (process.env.CPFS_ATTRIBUTION !== '0') ch.callers = session.attribution
+  if (process.env.CPFS_ATTRIBUTION !== '0') {
+    ch.callers = session.attribution
+    session.attribution.recording = true
+  }
   const ops = new FuseOps(session.overlay, session.persister, session.overlay.getattr('/').ino, { cacheTimeout: cacheTimeout(), nameMax: Math.min(NAME_MAX, nameMax(session.lower.dirFd)) })
   ops.register(ch)
   const notifier = new Notifier(fd)

@@ -124,7 +124,7 @@ export class WatcherEvents {
   /** The view's layers now, before a change the daemon makes on its own. */
   snapshot (): Before {
     const head = this.session.headLayer
-    return this.session.meta.stack.map(id => id === head ? new Map(this.session.overlay.head) : this.session.history.layers.get(id)!)
+    return this.session.history.expand(this.session.meta.stack).map(id => id === head ? new Map(this.session.overlay.head) : this.session.history.layers.get(id)!)
   }
 
   /**

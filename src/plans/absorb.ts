@@ -76,7 +76,7 @@ function conflictRule (session: Session, live: boolean): (p: string) => boolean 
   const pendingPaths = new Set<string>()
   const pendingAbove = new Set<string>()
   const pendingHiding = new Set<string>()
-  for (const id of session.meta.stack.slice(sharedPrefix(session))) {
+  for (const id of session.history.expand(session.meta.stack.slice(sharedPrefix(session)))) {
     for (const [p, e] of session.history.layers.get(id) ?? []) {
       if (isInoKey(p)) continue
       pendingPaths.add(p)

@@ -14,8 +14,8 @@ import { depth, parentOf } from '../paths/paths.js'
 
 export async function freezeLower (session: Session): Promise<number> {
   const meta = session.meta
-  const applied = new Set(meta.applied)
-  const ids = new Set<number>([...meta.stack, ...meta.redo.flat(), ...(meta.discarded ?? []).flatMap(d => d.stack)])
+  const applied = new Set(session.history.expand(meta.applied))
+  const ids = new Set<number>(session.history.expand([...meta.stack, ...meta.redo.flat(), ...(meta.discarded ?? []).flatMap(d => d.stack)]))
   const files = new Set<string>()
   const trees = new Set<string>()
   for (const id of ids) {

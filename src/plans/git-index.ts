@@ -15,6 +15,8 @@ interface Staged {
   entries: Buffer[]
   /** Extensions that carry meaning (not caches), as they are. */
   kept: Buffer[]
+  /** The staged paths, relative to the repository's top. */
+  paths: string[]
 }
 
 /**
@@ -32,6 +34,12 @@ export function sameStaged (a: Buffer, b: Buffer): boolean {
   for (let i = 0; i < x.entries.length; i++) if (!x.entries[i].equals(y.entries[i])) return false
   for (let i = 0; i < x.kept.length; i++) if (!x.kept[i].equals(y.kept[i])) return false
   return true
+}
+
+/** The paths an index stages (git's tracked files, relative to the repository), or null for what is not an index. */
+export function stagedPaths (buf: Buffer): Set<string> | null {
+  const x = parse(buf)
+  return x ? new Set(x.paths) : null
 }
 
 function parse (buf: Buffer): Staged | null {
@@ -54,6 +62,7 @@ function parseBody (b: Buffer, oidLen: number): Staged | null {
   if (version < 2 || version > 4) return null
   const count = b.readUInt32BE(8)
   const entries: Buffer[] = []
+  const paths: string[] = []
   let at = 12
   let prev: Buffer = Buffer.alloc(0)
   for (let i = 0; i < count; i++) {
@@ -88,6 +97,7 @@ function parseBody (b: Buffer, oidLen: number): Staged | null {
     }
     if (at > b.length) return null
     prev = path
+    paths.push(path.toString('utf8'))
     const flagBytes = Buffer.alloc(2)
     flagBytes.writeUInt16BE(flags)
     entries.push(Buffer.concat([mode, oid, flagBytes, extended, path]))
@@ -102,7 +112,7 @@ function parseBody (b: Buffer, oidLen: number): Staged | null {
     if (!CACHES.has(sig)) kept.push(b.subarray(at, end))
     at = end
   }
-  return { version, entries, kept }
+  return { version, entries, kept, paths }
 }
 
 /** Git's offset varint (gitformat-index, version 4): 7 bits a byte, high bit "more", +1 per continuation. */

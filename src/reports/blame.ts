@@ -10,6 +10,8 @@ import type { ProcessRecord } from '../session/processes.js'
 import type { Session } from '../session/session.js'
 import type { Change } from './changes.js'
 import { diffTurns } from './preview.js'
+import { Membership } from '../session/step-analysis.js'
+import type { StepRecord } from '../session/steps.js'
 
 /** How many ancestors of a process a blame line shows (the records hold up to PARENT_DEPTH). */
 const SHOWN_PARENTS = 4
@@ -34,6 +36,8 @@ export interface BlameLine {
   /** When the path last changed in that turn (ms; its ctime then), null for a deletion. */
   at: number | null
   process: BlameProcess | null
+  /** The step (a tool call, a command) the change was made in, when one was open. */
+  step: { n: number, id: string | null, label: string } | null
 }
 
 export interface Blame {
@@ -55,28 +59,49 @@ export async function blamePath (session: Session, path: string): Promise<Blame>
   let ino: number | null = null
   let viaReal = realKey !== null
   for (let i = 0; i < stack.length; i++) {
-    const layer = stack[i]
     const turn = i + 1
-    const entries = session.history.layers.get(layer)
-    const own = entries?.get(path)
-    if (own !== undefined) {
-      ino = own.kind === 'h' ? own.ino : null
-      viaReal = false // the path names something of its own from here on
+    let change: Change | null | undefined
+    // A turn's parts (steps) first, then its own layer: one line per layer and process.
+    for (const layer of session.history.expand([stack[i]])) {
+      const entries = session.history.layers.get(layer)
+      const own = entries?.get(path)
+      if (own !== undefined) {
+        ino = own.kind === 'h' ? own.ino : null
+        viaReal = false // the path names something of its own from here on
+      }
+      const keys = [path]
+      if (ino !== null) keys.push(inoKey(ino))
+      else if (viaReal && realKey !== null) keys.push(realKey)
+      const by = changedBy(session, layer, keys)
+      const outside = (await underneathOf(session.store, layer, Infinity)).first.filter(w => '/' + w.path === path)
+      if (!keys.some(k => entries?.has(k)) && by.length === 0 && outside.length === 0) continue
+      if (change === undefined) change = (await diffTurns(session, String(turn), { paths: [path] })).changes.find(c => c.path === path || c.from === path) ?? null
+      const base = { turn, change: change?.change ?? null, insertions: change?.insertions ?? 0, deletions: change?.deletions ?? 0 }
+      const at = changedAt(keys.map(k => entries?.get(k)))
+      const steps = stepsOf(session, layer)
+      for (const id of by) lines.push({ ...base, by: 'mount', at, process: describe(session, id, processes), step: stepOf(session, steps, id) })
+      for (const w of outside) lines.push({ ...base, by: 'underneath', at: w.at, process: { pid: w.pid, uid: -1, command: w.command, started: 0, parents: [] }, step: null })
+      if (by.length === 0 && outside.length === 0) lines.push({ ...base, by: 'unrecorded', at, process: null, step: null })
     }
-    const keys = [path]
-    if (ino !== null) keys.push(inoKey(ino))
-    else if (viaReal && realKey !== null) keys.push(realKey)
-    const by = changedBy(session, layer, keys)
-    const outside = (await underneathOf(session.store, layer, Infinity)).first.filter(w => '/' + w.path === path)
-    if (!keys.some(k => entries?.has(k)) && by.length === 0 && outside.length === 0) continue
-    const change = (await diffTurns(session, String(turn), { paths: [path] })).changes.find(c => c.path === path || c.from === path) ?? null
-    const base = { turn, change: change?.change ?? null, insertions: change?.insertions ?? 0, deletions: change?.deletions ?? 0 }
-    const at = changedAt(keys.map(k => entries?.get(k)))
-    for (const id of by) lines.push({ ...base, by: 'mount', at, process: describe(session, id, processes) })
-    for (const w of outside) lines.push({ ...base, by: 'underneath', at: w.at, process: { pid: w.pid, uid: -1, command: w.command, started: 0, parents: [] } })
-    if (by.length === 0 && outside.length === 0) lines.push({ ...base, by: 'unrecorded', at, process: null })
   }
   return { path, lines }
+}
+
+/** The steps that were open while `layer` was the head (a part's record says). */
+function stepsOf (session: Session, layer: number): StepRecord[] {
+  const ns = layer === session.headLayer ? session.steps.open : session.store.turnRecord(layer).steps ?? []
+  const out: StepRecord[] = []
+  for (const n of ns) {
+    const r = session.steps.record(n)
+    if (r) out.push(r)
+  }
+  return out
+}
+
+/** Of the steps open in a layer, the one process `id` belongs to (reports/steps.ts). */
+function stepOf (session: Session, steps: StepRecord[], id: string): BlameLine['step'] {
+  const s = steps.find(s => new Membership(session, s).member(id, true))
+  return s ? { n: s.n, id: s.id ?? null, label: s.label } : null
 }
 
 /**

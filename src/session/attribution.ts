@@ -12,6 +12,8 @@ import { Processes } from './processes.js'
 export class Attribution {
   /** The thread id of the FUSE request being served; 0 between requests. */
   caller = 0
+  /** Set by the mount when it tells callers (CPFS_ATTRIBUTION=0 leaves it off): steps then have no owner. */
+  recording = false
   /**
    * The head layer's keys changed by a process this session: their processes, in the order
    * they first changed it (one id alone, the common case, is kept without an array).
@@ -39,6 +41,11 @@ export class Attribution {
       this.head.set(key, before === undefined || before.length === 0 ? id : before.includes(id) ? before : [...before, id])
     } else if (typeof by === 'string') this.head.set(key, [by, id])
     else if (!by.includes(id)) by.push(id)
+  }
+
+  /** The id of process `pid` (its record goes with the next batch); null when it is gone. */
+  processOf (pid: number): string | null {
+    return this.processes.idOf(pid)
   }
 
   /** The processes that changed head key `key` (for its entry's record), or undefined. */

@@ -45,6 +45,8 @@ export interface DiscardedBranch {
   pending: number
 }
 
+const NO_PARTS: number[] = []
+
 export class History {
   /** Layers loaded in memory: the stack's and any a redo may return to. */
   readonly layers = new Map<number, Map<string, Entry>>()
@@ -64,9 +66,25 @@ export class History {
     return this.meta.stack.length
   }
 
-  /** Load the given layers that are not in memory yet (the one place that reads layers). */
-  async load (ids: Iterable<number>): Promise<void> {
-    for (const id of ids) if (!this.layers.has(id)) this.layers.set(id, await this.store.loadLayer(id))
+  /** The sealed parts of a turn's layer (steps.ts), oldest first; none for most turns. */
+  partsOf (layer: number): number[] {
+    return this.meta.parts?.[layer] ?? NO_PARTS
+  }
+
+  /** Every layer a stack of turns is made of, in order: each turn's parts, then its layer. */
+  expand (stack: number[]): number[] {
+    if (this.meta.parts === undefined) return stack
+    const out: number[] = []
+    for (const id of stack) {
+      for (const p of this.partsOf(id)) out.push(p)
+      out.push(id)
+    }
+    return out
+  }
+
+  /** Load the layers of the given turns (their parts too) that are not in memory yet (the one place that reads layers). */
+  async load (ids: number[]): Promise<void> {
+    for (const id of this.expand(ids)) if (!this.layers.has(id)) this.layers.set(id, await this.store.loadLayer(id))
   }
 
   /** A layer made outside the stack's own changes (outside changes absorbed) joins the loaded ones. */
@@ -80,13 +98,15 @@ export class History {
     for (const o of old) this.layers.delete(o)
   }
 
-  /** The layers of `ids`, in order; each must be loaded (see load). */
+  /** The layers of the turns `ids` (their parts too), in order; each must be loaded (see load). */
   entriesOf (ids: number[]): Array<Map<string, Entry>> {
-    return ids.map(id => this.layers.get(id)!)
+    return this.expand(ids).map(id => this.layers.get(id)!)
   }
 
   /** Paths whose state may differ between two stacks: what their non-shared layers recorded. */
-  stackDiff (a: number[], b: number[]): Set<string> {
+  stackDiff (sa: number[], sb: number[]): Set<string> {
+    const a = this.expand(sa)
+    const b = this.expand(sb)
     let cp = 0
     while (cp < a.length && cp < b.length && a[cp] === b[cp]) cp++
     const out = new Set<string>()
@@ -96,7 +116,8 @@ export class History {
 
   /** Turns whose changes the real directory does not hold yet. */
   pending (): number {
-    const { stack, applied } = this.meta
+    const stack = this.expand(this.meta.stack)
+    const applied = this.expand(this.meta.applied)
     let cp = 0
     while (cp < stack.length && cp < applied.length && stack[cp] === applied[cp]) cp++
     const nonEmpty = (id: number): boolean => (this.layers.get(id)?.size ?? 1) > 0
@@ -155,6 +176,34 @@ export class History {
       { type: 'put', key: turnKey(sealed.layer), value: encode(sealed) },
       { type: 'put', key: turnKey(layer), value: encode(rec) }
     ]
+  }
+
+  /**
+   * Seal the head layer as a part of the head turn (a step began or ended, steps.ts) and make
+   * a new, empty layer the head, carrying the turn's record; `steps`: the steps open while the
+   * sealed layer was the head. The turn's number, labels and view stay what they were: only
+   * where its changes are kept changes. Returns the sealed part and the store ops (the caller
+   * adds metaOp).
+   */
+  sealPart (steps: number[]): { part: number, ops: BatchOp[] } {
+    const now = Date.now()
+    const part = this.headLayer
+    const turn: LabelledRecord = this.store.turnRecord(part)
+    const sealed: TurnRecord = { layer: part, openedAt: turn.since ?? turn.openedAt, sealedAt: now, steps }
+    const layer = this.meta.nextLayer++
+    const rec: LabelledRecord = { ...turn, layer, since: now }
+    const parts = this.meta.parts ?? (this.meta.parts = {})
+    parts[layer] = [...this.partsOf(part), part]
+    delete parts[part]
+    this.meta.stack[this.meta.stack.length - 1] = layer
+    this.layers.set(layer, new Map())
+    return {
+      part,
+      ops: [
+        { type: 'put', key: turnKey(part), value: encode(sealed) },
+        { type: 'put', key: turnKey(layer), value: encode(rec) }
+      ]
+    }
   }
 
   /**

@@ -63,6 +63,82 @@ function readCommand (pid: number, name: string): string {
   return `[${name}]`
 }
 
+/** Clock ticks since boot now (/proc/uptime): the clock of processes' start times, for steps. */
+export function uptimeTicks (): number {
+  try {
+    return Math.floor(Number(fs.readFileSync('/proc/uptime', 'latin1').split(' ')[0]) * TICKS)
+  } catch {
+    return 0
+  }
+}
+
+/** A process id's parts: the boot it ran in, its pid and its start (clock ticks since boot). */
+export function parseProcessId (id: string): { boot: string, pid: number, start: number } | null {
+  const m = /^([^.]+)\.(\d+)\.(\d+)$/.exec(id)
+  return m ? { boot: m[1], pid: Number(m[2]), start: Number(m[3]) } : null
+}
+
+/** Is the process with this id still running (same pid, same start)? */
+export function isRunning (id: string): boolean {
+  const p = parseProcessId(id)
+  if (!p) return false
+  try {
+    const stat = fs.readFileSync(`/proc/${p.pid}/stat`, 'latin1')
+    const rest = stat.slice(stat.lastIndexOf(')') + 2).split(' ')
+    return rest[0] !== 'Z' && Number(rest[19]) === p.start
+  } catch {
+    return false
+  }
+}
+
+/**
+ * Processes running now that were started between clock ticks `from` and `to` under process
+ * `owner` (its pid), or orphaned (their parent exited): what a step left running in the
+ * background. cpfs's own hook and step commands are not counted.
+ */
+export function runningStartedBy (owner: number, from: number, to: number): Array<{ pid: number, command: string }> {
+  const out: Array<{ pid: number, command: string }> = []
+  let pids: string[]
+  try {
+    pids = fs.readdirSync('/proc').filter(n => /^\d+$/.test(n))
+  } catch {
+    return out
+  }
+  const parentOf = new Map<number, number>()
+  const stat = (pid: number): { ppid: number, start: number, zombie: boolean } | null => {
+    try {
+      const raw = fs.readFileSync(`/proc/${pid}/stat`, 'latin1')
+      const rest = raw.slice(raw.lastIndexOf(')') + 2).split(' ')
+      return { ppid: Number(rest[1]), start: Number(rest[19]), zombie: rest[0] === 'Z' }
+    } catch {
+      return null
+    }
+  }
+  for (const name of pids) {
+    const pid = Number(name)
+    const st = stat(pid)
+    if (!st || st.zombie || st.start < from || st.start > to || pid === process.pid) continue
+    let up = st.ppid
+    let under = up === 1
+    for (let depth = 0; depth < 32 && up > 1 && !under; depth++) {
+      if (up === owner) under = true
+      else {
+        let next = parentOf.get(up)
+        if (next === undefined) {
+          next = stat(up)?.ppid ?? 0
+          parentOf.set(up, next)
+        }
+        up = next
+      }
+    }
+    if (!under) continue
+    const command = readCommand(pid, '?')
+    if (/\bcpfs\b.*\b(hook|step)\b/.test(command)) continue
+    out.push({ pid, command })
+  }
+  return out
+}
+
 /** This boot's id, shortened: with a pid and a start time it names a process for good. */
 function bootTag (): string {
   try {

@@ -47,6 +47,7 @@ export async function squashOldest (session: Session, k: number): Promise<Squash
   meta.stack = [layer, ...stack.slice(k)]
   if (applied.length >= k) meta.applied = [layer, ...applied.slice(k)]
   meta.redo = []
+  for (const id of old) delete meta.parts?.[id]
   ops.push(session.store.metaOp())
   await session.store.batch(ops, true)
   session.history.replace(old, layer, new Map(merged))

@@ -5,6 +5,11 @@ import { View } from '../overlay/view.js'
 import { chunkLen, inoOfKey, isInoKey, type Entry } from '../store/entries.js'
 import type { UnderneathWrite } from '../store/underneath.js'
 import type { History, LabelledRecord } from './history.js'
+import type { RealCapture } from './capture.js'
+import type { Space } from './space.js'
+import type { Store } from '../store/store.js'
+import { decode } from '../store/codec.js'
+import { SKIPPED_KEY } from '../store/keys.js'
 
 export interface TurnInfo {
   turn: number
@@ -38,7 +43,7 @@ export function turnLog (history: History, lower: Lower, changed?: Array<Set<str
   const out: TurnInfo[] = []
   history.meta.stack.forEach((layer, i) => {
     const rec: LabelledRecord = history.store.turnRecord(layer)
-    const entries: Map<string, Entry> = history.layers.get(layer) ?? new Map()
+    const entries = turnEntries(history, layer)
     const keep = changed?.[i]
     let files = 0
     let bytes = 0
@@ -60,7 +65,7 @@ export function turnLog (history: History, lower: Lower, changed?: Array<Set<str
     }
     // An inode record changed (a write through a hard link): its names changed.
     if (records.length) {
-      const view = View.build(lower, history.meta.stack.slice(0, i + 1).map(id => history.layers.get(id) ?? new Map()))
+      const view = View.build(lower, history.expand(history.meta.stack.slice(0, i + 1)).map(id => history.layers.get(id) ?? new Map()))
       for (const [ino, e, b] of records) {
         const names = view.namesOf(ino)
         const o = e.kind !== 'w' && e.kind !== 'h' ? e.realPath : undefined
@@ -90,4 +95,71 @@ export function turnLog (history: History, lower: Lower, changed?: Array<Set<str
     })
   })
   return out
+}
+
+/**
+ * What a turn's layers recorded, merged: its parts' (steps.ts) then its own, the later entry of
+ * a path winning, except that a path a part made new stays new, and one made and removed again
+ * within the turn is no change of the turn.
+ */
+function turnEntries (history: History, layer: number): Map<string, Entry> {
+  const parts = history.partsOf(layer)
+  const own = history.layers.get(layer) ?? new Map<string, Entry>()
+  if (parts.length === 0) return own
+  const out = new Map<string, Entry>()
+  for (const id of [...parts, layer]) {
+    for (const [p, e] of history.layers.get(id) ?? []) {
+      const before = out.get(p)
+      if (before !== undefined && before.kind !== 'w' && before.newInTurn === 1) {
+        if (e.kind === 'w') out.delete(p)
+        else out.set(p, { ...e, newInTurn: 1 } as Entry)
+      } else out.set(p, e)
+    }
+  }
+  return out
+}
+
+export interface SessionStatus {
+  workspace: string
+  store: string
+  head: number
+  turns: number
+  pending: number
+  redo: number
+  headChanges: number
+  /** Paths the last plan left alone because another process changed them meanwhile. */
+  skipped: string[]
+  /** Mounted: when a write was last refused because the store's disk is below the reserve (ms). */
+  spaceRefusedAt?: number
+  /** Mounted: big real files whose original bytes are being read into the store (background capture). */
+  capturing?: number
+}
+
+/** What sessionStatus reads of a session. */
+export interface StatusParts {
+  workspace: string
+  store: Store
+  head: number
+  overlay: { head: Map<string, Entry> }
+  capture: Pick<RealCapture, 'capturing'>
+  space: Pick<Space, 'refusedAt'>
+  pending: () => number
+}
+
+/** What `cpfs status` says of a session (Session.status). */
+export function sessionStatus (s: StatusParts): SessionStatus {
+  const skipped = s.store.getSync(SKIPPED_KEY)
+  const capturing = s.capture.capturing
+  return {
+    workspace: s.workspace,
+    store: s.store.path,
+    head: s.head,
+    turns: s.store.meta.stack.length,
+    pending: s.pending(),
+    redo: s.store.meta.redo.length,
+    headChanges: s.overlay.head.size,
+    skipped: skipped ? decode<string[]>(skipped) : [],
+    ...(s.space.refusedAt ? { spaceRefusedAt: s.space.refusedAt } : {}),
+    ...(capturing ? { capturing } : {})
+  }
 }

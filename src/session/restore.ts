@@ -52,29 +52,48 @@ export async function restoreSource (session: RestoreParts, spec: string | numbe
  * layer's entries.
  */
 export async function prepareRestore (session: RestoreParts, spec: string | number, paths: string[]): Promise<RestorePrepared> {
+  let t = 0
+  const prepared = await prepareHeadChange(session, async (scratch, view) => {
+    const { turn, src } = await restoreSource(session, spec, paths, view)
+    t = turn
+    for (const p of paths) scratch.restore(p, src)
+    return paths
+  })
+  return { ...prepared, turn: t }
+}
+
+/**
+ * A change of the head layer made offline (restore, undo of a step), prepared on a copy of
+ * the head: `change` makes it through a scratch overlay over the current view and returns the
+ * paths it meant to change. Committed as restore's is (see prepareRestore).
+ */
+export async function prepareHeadChange (session: RestoreParts, change: (scratch: Overlay, view: View) => Promise<Iterable<string>>): Promise<Omit<RestorePrepared, 'turn'>> {
   const { history, lower, chunks, store } = session
   const stack = history.meta.stack
   const head = session.overlay.head
   const copy = new Map(head)
-  const view = View.build(lower, [...history.entriesOf(stack.slice(0, -1)), copy])
-  const { turn: t, src } = await restoreSource(session, spec, paths, view)
+  // The head turn's parts (steps) are below its layer: the copy replaces only the layer.
+  const view = View.build(lower, [...history.entriesOf(stack.slice(0, -1)), ...history.partsOf(history.headLayer).map(id => history.layers.get(id)!), copy])
   const scratch = new Overlay(view, copy, lower, chunks, {
     onChange: () => {},
     allocIno: () => { session.persister.metaChanged(); return store.allocIno() },
     checkSpace: () => {},
     onWrite: () => {}
   })
-  for (const p of paths) scratch.restore(p, src)
-  const touched = new Set<string>(paths)
+  const touched = new Set<string>(await change(scratch, view))
   for (const k of new Set([...head.keys(), ...copy.keys()])) if (head.get(k) !== copy.get(k)) touched.add(k)
   // The new layer is made only when the caller commits it: a restore that changes nothing
   // leaves the history as it was (no layer, no sealed head, redo kept).
   const commit = (): { change: StackChange, preOps: BatchOp[] } => {
+    const old = history.headLayer
     const layer = history.meta.nextLayer++
     history.adopt(layer, copy)
-    const rec: TurnRecord = { ...store.turnRecord(history.headLayer), layer }
+    const rec: TurnRecord = { ...store.turnRecord(old), layer }
+    // The new layer takes the head's place in its turn, after the head's parts.
+    const parts = history.partsOf(old)
+    if (parts.length) history.meta.parts![layer] = parts
     const preOps: BatchOp[] = [...copy].map(([p, e]) => ({ type: 'put' as const, key: entryKey(layer, p), value: encodeEntry(e) }))
     return { change: { stack: [...stack.slice(0, -1), layer], redo: [], records: [rec], newLayers: [layer] }, preOps }
   }
-  return { turn: t, view, touched, commit }
+  return { view, touched, commit }
 }

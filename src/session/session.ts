@@ -19,38 +19,25 @@ import { Overlay } from '../overlay/overlay.js'
 import { View } from '../overlay/view.js'
 import { ChunkStore } from '../store/chunks.js'
 import { memoryBudgets, type MemoryBudgets } from '../store/memory.js'
-import { decode, entryBy } from '../store/codec.js'
+import { entryBy } from '../store/codec.js'
 import type { Entry } from '../store/entries.js'
-import { SKIPPED_KEY, entryKey, type BatchOp } from '../store/keys.js'
+import { entryKey, type BatchOp } from '../store/keys.js'
 import { Store, type TurnRecord } from '../store/store.js'
 import { RealCapture } from './capture.js'
 import { Attribution } from './attribution.js'
 import { HeadChunks } from './head-chunks.js'
 import { History, type StackChange, type TurnOptions } from './history.js'
 import { Persister } from './persister.js'
-import { turnLog, type TurnInfo } from './reports.js'
+import { sessionStatus, turnLog, type SessionStatus, type TurnInfo } from './reports.js'
 import { prepareRestore, restoreSource, type RestorePrepared } from './restore.js'
 import { Space } from './space.js'
+import { Steps, type StepSealer } from './steps.js'
 
 export type { DiscardedBranch, StackChange, TurnOptions } from './history.js'
-export type { TurnInfo } from './reports.js'
+export type { SessionStatus, TurnInfo } from './reports.js'
 export type { RestorePrepared } from './restore.js'
+export type { StepOptions, StepRecord } from './steps.js'
 
-export interface SessionStatus {
-  workspace: string
-  store: string
-  head: number
-  turns: number
-  pending: number
-  redo: number
-  headChanges: number
-  /** Paths the last plan left alone because another process changed them meanwhile. */
-  skipped: string[]
-  /** Mounted: when a write was last refused because the store's disk is below the reserve (ms). */
-  spaceRefusedAt?: number
-  /** Mounted: big real files whose original bytes are being read into the store (background capture). */
-  capturing?: number
-}
 
 export class Session {
   readonly store: Store
@@ -61,6 +48,8 @@ export class Session {
   readonly overlay: Overlay
   readonly workspace: string
   readonly history: History
+  /** Labelled spans of turns: tool calls, commands (steps.ts). */
+  readonly steps: Steps
   readonly persister: Persister
   readonly capture: RealCapture
   readonly space: Space
@@ -101,6 +90,7 @@ export class Session {
       attribution: this.attribution
     }, this.budgets)
     this.capture = new RealCapture(store, this.chunks, this.lower, this.overlay, this.persister, this.space)
+    this.steps = new Steps(store, this.persister, this.stepSealer())
   }
 
   static async open (opts: { storePath: string, workspace: string, dirFd: number, create: boolean }): Promise<Session> {
@@ -160,6 +150,8 @@ export class Session {
   /** Seal the head turn and open the next; returns the new head turn's number. */
   async turn (opts: TurnOptions = {}): Promise<number> {
     if (opts.id !== undefined) opts = { ...opts, id: this.history.newId(opts.id) }
+    // Steps open across the new turn keep what they changed in this one as a part of it.
+    await this.steps.sealForTurn()
     const flushed = this.persister.flushAll(false)
     const ops = this.sealHead(opts)
     this.meta.redo = []
@@ -167,6 +159,23 @@ export class Session {
     await flushed
     await committed
     return this.head
+  }
+
+  /** How steps seal the head as a part of the head turn, and name their owner (steps.ts). */
+  private stepSealer (): StepSealer {
+    return {
+      seal: (open) => {
+        if (this.overlay.head.size === 0) return null
+        const sealed = this.history.sealPart(open)
+        this.overlay.head = this.history.layers.get(this.headLayer)!
+        this.headChunks.pin()
+        this.attribution.newHead([])
+        return sealed
+      },
+      // No process recorded (attribution off, no mount): every change in its span is the step's.
+      ownerId: (pid) => this.attribution.recording ? this.attribution.processOf(pid) : null,
+      headLayer: () => this.headLayer
+    }
   }
 
   /** History.sealHead, and the overlay writes into the new head from now on. */
@@ -189,7 +198,7 @@ export class Session {
     const applied = stack.slice()
     const ops: BatchOp[] = []
     if (applied.length && applied[applied.length - 1] === this.headLayer) {
-      if ((this.history.layers.get(this.headLayer)?.size ?? 0) === 0) applied.pop()
+      if ((this.history.layers.get(this.headLayer)?.size ?? 0) === 0 && this.history.partsOf(this.headLayer).length === 0) applied.pop()
       else for (const op of this.sealHead({}, written)) ops.push(op)
     }
     this.meta.applied = applied
@@ -204,7 +213,9 @@ export class Session {
   /** Apply a stack change in memory and in the live view; returns the store ops (the caller adds metaOp). */
   applyChange (c: StackChange): BatchOp[] {
     const old = this.meta.stack
-    const ops = this.history.apply(c)
+    // Open steps end where the history changes under them.
+    const ops = this.steps.endAll()
+    for (const op of this.history.apply(c)) ops.push(op)
     this.rebuild(false)
     this.headChunks.pin()
     this.attribution.newHead(this.overlay.head.keys())
@@ -223,7 +234,7 @@ export class Session {
    * would otherwise need two `redo`s to get back).
    */
   atStartOf (t: number): boolean {
-    return t === this.head && this.overlay.head.size === 0 && this.overlay.unsettled()[Symbol.iterator]().next().done === true
+    return t === this.head && this.overlay.head.size === 0 && this.history.partsOf(this.headLayer).length === 0 && this.overlay.unsettled()[Symbol.iterator]().next().done === true
   }
 
   async rewind (spec: string | number): Promise<{ head: number, dropped: number }> {
@@ -311,20 +322,7 @@ export class Session {
   }
 
   status (): SessionStatus {
-    const skipped = this.store.getSync(SKIPPED_KEY)
-    const capturing = this.capture.capturing
-    return {
-      workspace: this.workspace,
-      store: this.store.path,
-      head: this.head,
-      turns: this.meta.stack.length,
-      pending: this.pending(),
-      redo: this.meta.redo.length,
-      headChanges: this.overlay.head.size,
-      skipped: skipped ? decode<string[]>(skipped) : [],
-      ...(this.space.refusedAt ? { spaceRefusedAt: this.space.refusedAt } : {}),
-      ...(capturing ? { capturing } : {})
-    }
+    return sessionStatus(this)
   }
 
   async close (): Promise<void> {

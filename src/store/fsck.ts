@@ -89,6 +89,11 @@ function layerNames (store: Store): Map<number, string> {
   m.redo.forEach((s, r) => s.forEach((l, i) => { if (!names.has(l)) names.set(l, `turn ${i + 1} of redo stack ${r + 1}`) }))
   ;(m.discarded ?? []).forEach((d, r) => d.stack.forEach((l, i) => { if (!names.has(l)) names.set(l, `turn ${i + 1} of discarded stack ${r + 1}`) }))
   m.applied.forEach((l, i) => { if (!names.has(l)) names.set(l, `turn ${i + 1} of the applied view`) })
+  // A turn's parts (steps): "a part of turn N".
+  for (const [l, parts] of Object.entries(m.parts ?? {})) {
+    const of = names.get(Number(l))
+    if (of !== undefined) for (const p of parts) if (!names.has(p)) names.set(p, `a part of ${of}`)
+  }
   return names
 }
 

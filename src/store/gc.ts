@@ -5,7 +5,7 @@
 // leaves garbage for the next run, never a dangling reference.
 import { decode, decodeEntry, decodeEntryBy } from './codec.js'
 import type { Entry } from './entries.js'
-import { JOURNAL_KEY, LEGACY_CHUNK_PREFIX, PROCESS_PREFIX, REF_PREFIX, prefixEnd, turnKey, type BatchOp } from './keys.js'
+import { JOURNAL_KEY, LEGACY_CHUNK_PREFIX, PROCESS_PREFIX, REF_PREFIX, STEP_PREFIX, prefixEnd, turnKey, type BatchOp } from './keys.js'
 import { decodeRef } from './store.js'
 import { RECORD_HEADER } from './pack-format.js'
 import { reclaimPacks, type PackLive } from './repack.js'
@@ -26,7 +26,12 @@ function addRefs (e: Entry, live: Set<string>): void {
 export async function collectGarbage (store: Store): Promise<GcResult> {
   if (store.getSync(JOURNAL_KEY)) throw new Error('a plan is in progress; finish it before collecting garbage')
   const meta = store.meta
-  const liveLayers = new Set<number>([...meta.stack, ...meta.applied, ...meta.redo.flat(), ...(meta.discarded ?? []).flatMap(d => d.stack)])
+  const turnLayers = [...meta.stack, ...meta.applied, ...meta.redo.flat(), ...(meta.discarded ?? []).flatMap(d => d.stack)]
+  // A turn's parts (steps) live as long as the turn does.
+  const liveLayers = new Set<number>(turnLayers.flatMap(id => [...(meta.parts?.[id] ?? []), id]))
+  if (meta.parts !== undefined) {
+    for (const id of Object.keys(meta.parts)) if (!liveLayers.has(Number(id))) delete meta.parts[id]
+  }
   const live = new Set<string>()
   let ops: BatchOp[] = []
   let layersDeleted = 0
@@ -59,6 +64,11 @@ export async function collectGarbage (store: Store): Promise<GcResult> {
     if (liveLayers.has(Number(key.slice(1, 11)))) continue
     ops.push({ type: 'del', key })
     if (ops.length >= 1000) await flush()
+  }
+  // A step's record names its agent's process (steps.ts): kept while the record is.
+  for await (const [, value] of store.entries({ gte: STEP_PREFIX, lt: prefixEnd(STEP_PREFIX) })) {
+    const owner = decode<{ owner?: string | null }>(value).owner
+    if (typeof owner === 'string') liveProcesses.add(owner)
   }
   await deadProcesses(store, liveProcesses, ops)
   for await (const [key] of store.entries({ gte: 't', lt: prefixEnd('t') })) {

@@ -16,6 +16,10 @@
 //   p<process>        a process that changed something in the mount: pid, user, start, command
 //                     line, parent (session/processes.ts); entries name theirs in `by`
 //                     (session/attribution.ts)
+//   s                 the integrity witness (integrity.ts); a the anchors of a plan (plans/commit.ts)
+//   x<n>              step n: a labelled span of a turn (a tool call, a command) and the
+//                     layers it changed (session/steps.ts)
+//   X<id>             the number of the step with external id <id> (a tool_use_id)
 
 export const META_KEY = 'm'
 export const JOURNAL_KEY = 'j'
@@ -51,6 +55,15 @@ export function processKey (id: string): string {
 }
 
 export const PROCESS_PREFIX = 'p'
+export const STEP_PREFIX = 'x'
+
+export function stepKey (n: number): string {
+  return STEP_PREFIX + layerId(n)
+}
+
+export function stepIdKey (id: string): string {
+  return 'X' + id
+}
 
 export function baseKey (path: string): string {
   return 'b' + path

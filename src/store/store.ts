@@ -20,7 +20,7 @@ import { decodeRef } from './chunk-ref.js'
 import type { ChunkRef } from './pack-format.js'
 
 /** The store version this cpfs writes. */
-export const STORE_VERSION = 5
+export const STORE_VERSION = 6
 
 export type { BatchOp } from './keys.js'
 export { encodeRef, decodeRef } from './chunk-ref.js'
@@ -32,11 +32,13 @@ export interface StoreMeta {
    * 4: readable field names in records (kind, newInTurn, xattrs, realPath, chunkRefs; the
    *    fingerprints' type, mtime, mtimeNs, ctime, ctimeNs): docs/decisions.md.
    * 5: chunk bytes in pack files (store/packs.ts), LevelDB holds where they are (r<hex>).
+   * 6: steps (session/steps.ts): a turn may be made of several layers (`parts`), which an
+   *    older cpfs would not see.
    * Stores of versions 1 to 4 are read (records are converted as they load; their chunks stay
    * in LevelDB's c<hex> keys and are read there) and become version 5 with their next write, so
    * that an older cpfs refuses them instead of misreading them.
    */
-  version: 1 | 2 | 3 | 4 | 5
+  version: 1 | 2 | 3 | 4 | 5 | 6
   /** Chunks may be in LevelDB's c<hex> keys (the store was written by version 4 or before). */
   legacyChunks?: boolean
   workspace: string
@@ -51,6 +53,18 @@ export interface StoreMeta {
   nextLayer: number
   nextIno: number
   createdAt: number
+  /**
+   * Turns made of several layers (version 6): a turn's layer id → the sealed layers below it
+   * that belong to the same turn, oldest first. A step (session/steps.ts) seals the head layer
+   * as a part at its start and its end, so that what it changed is a layer of its own; the
+   * turn's view is its parts then its layer. Set once the layer stops being the head, never
+   * changed after.
+   */
+  parts?: Record<string, number[]>
+  /** The next step's number (steps count from 1 per workspace). */
+  nextStep?: number
+  /** Steps begun and not ended yet, by number. */
+  openSteps?: number[]
 }
 
 export interface TurnRecord {
@@ -61,6 +75,10 @@ export interface TurnRecord {
   id?: string
   /** Set when this layer was opened by a rewind rather than by `cpfs turn`. */
   rewound?: number
+  /** A part of a turn (meta.parts): the steps that were open while it was the head. */
+  steps?: number[]
+  /** A turn's layer that replaced a sealed part as the head: when it did (its part's openedAt). */
+  since?: number
 }
 
 // New files get inode numbers from here up; lower files keep their real inode numbers, so the
@@ -175,21 +193,22 @@ export class Store {
     const store = this
     const raw = store.db.getSync(META_KEY)
     if (raw) {
-      // (version checked below; an older store is upgraded in memory and saved as 5 with its next batch)
+      // (version checked below; an older store is upgraded in memory and saved as 6 with its next batch)
       try {
         store.meta = decode<StoreMeta>(raw)
       } catch (err) {
         await store.close()
         throw new CpfsError('STORE_CORRUPT', `store ${path} has unreadable metadata`, 'move it aside and mount again; the real directory is unchanged', { cause: err })
       }
-      if (![1, 2, 3, 4, 5].includes(store.meta.version) || !Array.isArray(store.meta.stack)) {
+      if (![1, 2, 3, 4, 5, 6].includes(store.meta.version) || !Array.isArray(store.meta.stack)) {
         await store.close()
         throw new CpfsError('STORE_CORRUPT', `store ${path} has metadata this version does not understand`, 'upgrade cpfs, or move the store aside')
       }
       if (store.meta.version !== STORE_VERSION) {
         // Chunks of an older store stay where it wrote them, in LevelDB (read there, collected
         // there): moving them all to packs would make the first opening as slow as the store is big.
-        store.meta.legacyChunks = true
+        // Version 5 differs from 6 only by what it cannot hold (parts): nothing to convert.
+        if (store.meta.version < 5) store.meta.legacyChunks = true
         store.upgradeOp = { type: 'put', key: META_KEY, value: encode({ ...store.meta, version: STORE_VERSION }) }
       }
       store.meta.version = STORE_VERSION
