@@ -13,9 +13,10 @@ import type { Location } from './store/locate.js'
 import { feedbackText } from './reports/feedback.js'
 import { displayLine } from './session/labels.js'
 import { isWithin } from './paths/paths.js'
+import { isCpfsError } from './errors.js'
 
 export interface ToolHookInput {
-  hook_event_name: 'PreToolUse' | 'PostToolUse'
+  hook_event_name: 'PreToolUse' | 'PostToolUse' | 'Stop'
   session_id?: string
   cwd?: string
   tool_name?: string
@@ -84,9 +85,23 @@ export function namedPaths (input: ToolHookInput, workspace: string): string[] {
   return [...out].slice(0, 20)
 }
 
+/** End the open steps of an agent's session (a daemon older than steps answers BAD_REQUEST: none). */
+export async function endSessionSteps (socket: string, session: string): Promise<void> {
+  try {
+    await call(socket, { cmd: 'step-end-session', args: { session } }, { timeoutMs: CALL_TIMEOUT_MS })
+  } catch (err) {
+    if (!(isCpfsError(err) && err.code === 'BAD_REQUEST')) throw err
+  }
+}
+
 /** Handle one tool event; returns what it printed on stdout (null: nothing). */
 export async function toolHook (input: ToolHookInput, workspace: string, loc: Location, say: (s: string) => void): Promise<string | null> {
   const id = typeof input.tool_use_id === 'string' && input.tool_use_id !== '' ? input.tool_use_id : undefined
+  if (input.hook_event_name === 'Stop') {
+    // The agent finished its answer: a tool call it interrupted ends here.
+    if (typeof input.session_id === 'string') await endSessionSteps(loc.socket, input.session_id)
+    return null
+  }
   if (input.hook_event_name === 'PreToolUse') {
     const args = {
       label: toolLabel(input),

@@ -23,7 +23,7 @@ import { locateMounted } from './control/mounted.js'
 import { isCpfsError } from './errors.js'
 import { checkId, displayLine } from './session/labels.js'
 import { findWorkspaceOf } from './workspaces.js'
-import { toolHook, type ToolHookInput } from './hook-tools.js'
+import { endSessionSteps, toolHook, type ToolHookInput } from './hook-tools.js'
 
 export interface PromptHookInput {
   session_id?: string
@@ -108,7 +108,7 @@ async function readStdin (): Promise<string> {
   return data
 }
 
-const TOOL_EVENTS = new Set(['PreToolUse', 'PostToolUse'])
+const TOOL_EVENTS = new Set(['PreToolUse', 'PostToolUse', 'Stop'])
 
 /** Why this input opens no turn, or null when it does. */
 function notAPrompt (input: unknown): string | null {
@@ -177,6 +177,9 @@ async function run (opts: HookOptions, say: (s: string) => void): Promise<string
     await toolHook(input as ToolHookInput, workspace, loc, say)
     return null
   }
+  // A new prompt: the tool calls of the last one are over (one the user interrupted never had
+  // its PostToolUse, and its step would stay open).
+  if (typeof i.session_id === 'string') await endSessionSteps(loc.socket, i.session_id)
   const turns = await call(loc.socket, { cmd: 'log', args: { lines: false } }, { timeoutMs: CALL_TIMEOUT_MS })
   const label = turnLabel(i, turns, await usedIds(loc.socket))
   const head = turns.at(-1)

@@ -120,7 +120,7 @@ if (fuseAvailable(t)) {
       t.notMatch(r.stderr, /internal error|at .*\.js/, 'no internal error')
     }
     t.equal(turns(), 2, 'only the valid prompt among them opened a turn (one with no prompt_id)')
-    for (const [what, input] of [['Stop', JSON.stringify({ session_id: 's1', cwd: w.ws, hook_event_name: 'Stop' })], ['a system prompt', payload({ prompt: 'compacting', source: 'system' })]]) {
+    for (const [what, input] of [['Notification', JSON.stringify({ session_id: 's1', cwd: w.ws, hook_event_name: 'Notification', message: 'x' })], ['a system prompt', payload({ prompt: 'compacting', source: 'system' })]]) {
       const r = hook(input)
       t.equal(r.code, 0)
       t.match(r.stderr, /ignored/, `${what}: ignored, and said so`)

@@ -5,6 +5,7 @@
 // process.
 import t from 'tap'
 import * as fs from 'node:fs'
+import { spawnSync } from 'node:child_process'
 import { join } from 'node:path'
 import { CLI, daemonPid, exited, fuseAvailable, manifest, workspace, type Env } from './helpers.js'
 
@@ -137,6 +138,22 @@ if (fuseAvailable(t)) {
     t.not(list.at(-1).closedAt, null, 'and was ended by the new mount')
     w.ok('undo', '--step', 'crash', w.ws)
     t.notOk(fs.existsSync(join(w.ws, 'c.txt')), 'and can be undone')
+  })
+
+  t.test('a tool call the user interrupted (no PostToolUse): its step ends at the next prompt, or when the agent stops', async t => {
+    const w = workspace(t, TREE)
+    w.ok('mount', w.ws)
+    const hook = (o: Record<string, unknown>) => spawnSync(process.execPath, [CLI, 'hook', 'claude-code'], { cwd: w.ws, env: w.env, encoding: 'utf8', input: JSON.stringify({ session_id: 'sess-1', cwd: w.ws, ...o }) })
+    const open = () => JSON.parse(w.ok('log', '--steps', '--json', w.ws)).filter((s: any) => s.closedAt === null).map((s: any) => s.id)
+    hook({ hook_event_name: 'PreToolUse', tool_name: 'Bash', tool_input: { command: 'sleep 100' }, tool_use_id: 'toolu_cut' })
+    hook({ hook_event_name: 'PreToolUse', tool_name: 'Bash', tool_input: { command: 'true' }, tool_use_id: 'toolu_other', session_id: 'sess-2' })
+    t.same(open(), ['toolu_cut', 'toolu_other'], 'two calls open, of two sessions')
+    const r = hook({ hook_event_name: 'UserPromptSubmit', prompt: 'next' })
+    t.equal(r.status, 0)
+    t.same(open(), ['toolu_other'], 'the next prompt of sess-1 ended its interrupted call; the other session\'s stays open')
+    const stop = hook({ hook_event_name: 'Stop', session_id: 'sess-2', stop_hook_active: false })
+    t.same([stop.status, stop.stdout, stop.stderr], [0, '', ''], 'Stop: silently')
+    t.same(open(), [], 'and ended sess-2\'s')
   })
 
   t.test('bad input: one line naming the cause and the fix, non-zero, nothing changed', async t => {

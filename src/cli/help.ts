@@ -164,7 +164,8 @@ files, secrets and dotfiles, changes outside the paths the call named, large del
 processes left running, other processes' changes); nothing for a call that changed nothing.
   "PreToolUse":  [ { "matcher": "*", "hooks": [ { "type": "command", "command": "cpfs hook claude-code" } ] } ],
   "PostToolUse": [ { "matcher": "*", "hooks": [ { "type": "command", "command": "cpfs hook claude-code" } ] } ]
-Then: cpfs undo --step <tool_use_id> takes one call back.`,
+Then: cpfs undo --step <tool_use_id> takes one call back. A call interrupted before its
+PostToolUse ends at the session's next prompt, or at its Stop event when that is hooked too.`,
   step: `Usage: cpfs step begin [LABEL] [--id ID] [DIR] [--json]
        cpfs step end [ID] [DIR] [--json]
        cpfs step show ID [DIR] [--json]

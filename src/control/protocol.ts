@@ -95,6 +95,8 @@ export interface Commands {
   /** Steps (session/steps.ts): begin, end, what one changed, the list, undo one. */
   'step-begin': { args: StepOptions, result: StepRecord }
   'step-end': { args: { ref?: string }, result: StepRecord }
+  /** End the open steps an agent's session began (a new prompt, the agent stopped). */
+  'step-end-session': { args: { session: string }, result: { ended: number } }
   'step-show': { args: { ref: string }, result: StepReport }
   steps: { args: { last?: number }, result: StepListed[] }
   'undo-step': { args: { ref: string, force?: boolean, dryRun?: boolean }, result: StepUndone }

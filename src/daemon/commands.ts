@@ -69,6 +69,7 @@ export function daemonHandlers (d: DaemonParts): Handlers {
     'preview-rewind': async (a) => await previewRewind(session, String(a.turn), true),
     'step-begin': async (a) => await session.steps.begin(a ?? {}),
     'step-end': async (a) => await session.steps.end(a?.ref),
+    'step-end-session': async (a) => ({ ended: await session.steps.endSession(String(a.session)) }),
     'step-show': async (a) => await stepReport(session, String(a.ref)),
     steps: async (a) => await listSteps(session, typeof a?.last === 'number' ? a.last : 100),
     'undo-step': async (a) => await views.around(async () => await undoStepIn(session, String(a.ref), { force: Boolean(a.force), dryRun: Boolean(a.dryRun) })),

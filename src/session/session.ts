@@ -31,7 +31,7 @@ import { Persister } from './persister.js'
 import { sessionStatus, turnLog, type SessionStatus, type TurnInfo } from './reports.js'
 import { prepareRestore, restoreSource, type RestorePrepared } from './restore.js'
 import { Space } from './space.js'
-import { Steps, type StepSealer } from './steps.js'
+import { Steps, headSealer } from './steps.js'
 
 export type { DiscardedBranch, StackChange, TurnOptions } from './history.js'
 export type { SessionStatus, TurnInfo } from './reports.js'
@@ -90,7 +90,11 @@ export class Session {
       attribution: this.attribution
     }, this.budgets)
     this.capture = new RealCapture(store, this.chunks, this.lower, this.overlay, this.persister, this.space)
-    this.steps = new Steps(store, this.persister, this.stepSealer())
+    this.steps = new Steps(store, {
+      flushAll: (sync) => this.persister.flushAll(sync),
+      commit: async (ops) => await this.persister.commit(ops),
+      exclusive: (fn) => this.exclusive(fn)
+    }, headSealer(this.history, this.overlay, this.attribution, () => this.headChunks.pin()))
   }
 
   static async open (opts: { storePath: string, workspace: string, dirFd: number, create: boolean }): Promise<Session> {
@@ -150,32 +154,29 @@ export class Session {
   /** Seal the head turn and open the next; returns the new head turn's number. */
   async turn (opts: TurnOptions = {}): Promise<number> {
     if (opts.id !== undefined) opts = { ...opts, id: this.history.newId(opts.id) }
-    // Steps open across the new turn keep what they changed in this one as a part of it.
-    await this.steps.sealForTurn()
-    const flushed = this.persister.flushAll(false)
-    const ops = this.sealHead(opts)
-    this.meta.redo = []
-    const committed = this.persister.commit(ops)
-    await flushed
-    await committed
-    return this.head
+    return await this.exclusive(async () => {
+      // Steps open across the new turn keep what they changed in this one as a part of it.
+      await this.steps.sealForTurn()
+      const flushed = this.persister.flushAll(false)
+      const ops = this.sealHead(opts)
+      this.meta.redo = []
+      const committed = this.persister.commit(ops)
+      await flushed
+      await committed
+      return this.head
+    })
   }
 
-  /** How steps seal the head as a part of the head turn, and name their owner (steps.ts). */
-  private stepSealer (): StepSealer {
-    return {
-      seal: (open) => {
-        if (this.overlay.head.size === 0) return null
-        const sealed = this.history.sealPart(open)
-        this.overlay.head = this.history.layers.get(this.headLayer)!
-        this.headChunks.pin()
-        this.attribution.newHead([])
-        return sealed
-      },
-      // No process recorded (attribution off, no mount): every change in its span is the step's.
-      ownerId: (pid) => this.attribution.recording ? this.attribution.processOf(pid) : null,
-      headLayer: () => this.headLayer
-    }
+  private serial: Promise<unknown> = Promise.resolve()
+
+  /**
+   * Changes of the stack and its turn records, one at a time (turns, steps, rewinds): each
+   * reads the head's record from the store, which the one before it wrote.
+   */
+  exclusive<T> (fn: () => Promise<T>): Promise<T> {
+    const p = this.serial.then(fn, fn)
+    this.serial = p.catch(() => {})
+    return p
   }
 
   /** History.sealHead, and the overlay writes into the new head from now on. */
@@ -288,10 +289,12 @@ export class Session {
 
   /** The head's pending changes first, then the stack change, in one ordered chain. */
   private async changeStack (change: StackChange): Promise<void> {
-    const flushed = this.persister.flushAll(false)
-    const committed = this.persister.commit(this.applyChange(change))
-    await flushed
-    await committed
+    await this.exclusive(async () => {
+      const flushed = this.persister.flushAll(false)
+      const committed = this.persister.commit(this.applyChange(change))
+      await flushed
+      await committed
+    })
   }
 
   /** Restore paths to their state at the start of turn `spec`, as a change in the head turn. */

@@ -18,6 +18,9 @@ import { stepIdKey, stepKey, type BatchOp } from '../store/keys.js'
 import type { Store } from '../store/store.js'
 import { checkId, displayLine, neutralise } from './labels.js'
 import { uptimeTicks } from './processes.js'
+import type { Attribution } from './attribution.js'
+import type { History } from './history.js'
+import type { Entry } from '../store/entries.js'
 
 export interface StepRecord {
   /** Its number: steps count from 1 per workspace. */
@@ -65,10 +68,38 @@ export interface StepSealer {
 
 const LABEL_MAX = 200
 
+/** An agent's session id as a step records it. */
+function sessionLabel (session: string): string {
+  return displayLine(session).slice(0, 80)
+}
+
+/**
+ * How a session's steps seal its head layer as a part of the head turn (the overlay then
+ * writes into the new head; its chunks are pinned and its processes start over, as at a
+ * turn), and name their owner.
+ */
+export function headSealer (history: History, overlay: { head: Map<string, Entry> }, attribution: Attribution, pin: () => void): StepSealer {
+  return {
+    seal: (open) => {
+      if (overlay.head.size === 0) return null
+      const sealed = history.sealPart(open)
+      overlay.head = history.layers.get(history.headLayer)!
+      pin()
+      attribution.newHead([])
+      return sealed
+    },
+    // No process recorded (attribution off, no mount): every change in its span is the step's.
+    ownerId: (pid) => attribution.recording ? attribution.processOf(pid) : null,
+    headLayer: () => history.headLayer
+  }
+}
+
 /** What the steps write through: the session's persister (pending changes first, then a synced batch). */
 export interface StepWriter {
   flushAll: (sync: boolean) => Promise<void> | null
   commit: (ops: BatchOp[]) => Promise<void>
+  /** Run a change of the stack's records after the ones before it (Session.exclusive). */
+  exclusive: <T>(fn: () => Promise<T>) => Promise<T>
 }
 
 export class Steps {
@@ -76,40 +107,35 @@ export class Steps {
 
   /** Begin a step. */
   async begin (opts: StepOptions): Promise<StepRecord> {
-    return await this.change(() => this.beginOps(opts, this.sealer))
+    return await this.writer.exclusive(async () => await this.change(() => this.beginOps(opts, this.sealer)))
   }
 
   /** End a step, the newest open one by default. */
   async end (ref?: string | number): Promise<StepRecord> {
-    return await this.change(() => this.endOps(ref, this.sealer))
-  }
-
-  /** A turn is about to be sealed: what the open steps changed in it becomes a part of it. */
-  async sealForTurn (): Promise<void> {
-    if (this.open.length) await this.change(() => ({ step: null, ops: this.partOps(this.sealer) }))
+    return await this.writer.exclusive(async () => await this.change(() => this.endOps(ref, this.sealer)))
   }
 
   /** End the steps a stopped daemon left open: what changed since their last part is theirs. */
   async endStopped (): Promise<void> {
-    if (this.open.length) await this.change(() => ({ step: null, ops: this.endAll(this.sealer) }))
+    if (this.open.length) await this.writer.exclusive(async () => await this.change(() => ({ step: null, ops: this.endAll(this.sealer) })))
   }
 
-  /** One step change at a time: each reads the records the one before it committed. */
-  private queue: Promise<unknown> = Promise.resolve()
+  /**
+   * A turn is about to be sealed (inside its exclusive run): what the open steps changed in
+   * it becomes a part of it.
+   */
+  async sealForTurn (): Promise<void> {
+    if (this.open.length) await this.change(() => ({ step: null, ops: this.partOps(this.sealer) }))
+  }
 
+  /** Seal and record: the head's pending changes go into the layer being sealed, first. */
   private async change<T> (make: () => { step: T, ops: BatchOp[] }): Promise<T> {
-    const run = async (): Promise<T> => {
-      // The head's pending changes go into the layer being sealed, before the seal.
-      const flushed = this.writer.flushAll(false)
-      const { step, ops } = make()
-      const committed = this.writer.commit(ops)
-      await flushed
-      await committed
-      return step
-    }
-    const p = this.queue.then(run, run)
-    this.queue = p.catch(() => {})
-    return await p
+    const flushed = this.writer.flushAll(false)
+    const { step, ops } = make()
+    const committed = this.writer.commit(ops)
+    await flushed
+    await committed
+    return step
   }
 
   private get meta () {
@@ -173,7 +199,7 @@ export class Steps {
     if (id !== undefined) step.id = id
     if (opts.tool !== undefined) step.tool = displayLine(opts.tool).slice(0, 40)
     if (opts.paths?.length) step.paths = opts.paths.slice(0, 20)
-    if (opts.session !== undefined) step.session = displayLine(opts.session).slice(0, 80)
+    if (opts.session !== undefined) step.session = sessionLabel(opts.session)
     if (sealed && open.length === 0) step.between = sealed.part
     this.meta.openSteps = [...open, n]
     ops.push({ type: 'put', key: stepKey(n), value: encode(step) })
@@ -206,24 +232,41 @@ export class Steps {
 
   /**
    * The history changed under the open steps (a rewind, redo, discard): they end there, and
-   * what they did stays in their parts.
+   * what they did stays in their parts. With a sealer (a new mount after a crash), what
+   * changed since the last seal is theirs.
    */
   endAll (sealer?: StepSealer): BatchOp[] {
+    return this.closeOps(this.open, sealer)
+  }
+
+  /**
+   * End the open steps an agent's session began (a new prompt, or the agent stopped: a tool
+   * call it interrupted never had its PostToolUse). Returns how many ended.
+   */
+  async endSession (session: string): Promise<number> {
+    return await this.writer.exclusive(async () => {
+      const which = this.open.filter(n => this.record(n)?.session === sessionLabel(session))
+      if (which.length) await this.change(() => ({ step: null, ops: this.closeOps(which, this.sealer) }))
+      return which.length
+    })
+  }
+
+  /** Close steps `which` (open ones), after sealing what changed as a part of every open step. */
+  private closeOps (which: number[], sealer?: StepSealer): BatchOp[] {
     this.pending.clear()
     const open = this.open
-    // With a sealer (a new mount after a crash): what changed since the last seal is theirs.
     const sealed = sealer && open.length ? sealer.seal(open) : null
     const ops: BatchOp[] = sealed ? this.partSealed(sealed, open) : []
-    for (const n of open) {
+    for (const n of which) {
       const step = this.pending.get(n) ?? this.record(n)
       if (step) ops.push({ type: 'put', key: stepKey(n), value: encode({ ...step, closedAt: Date.now(), ticks: [step.ticks[0], uptimeTicks()] }) })
     }
     this.pending.clear()
-    if (open.length) this.meta.openSteps = []
+    if (which.length) this.meta.openSteps = open.filter(n => !which.includes(n))
     return ops
   }
 
-  /** A turn is sealed while steps are open: what they changed in it becomes a part of it. */
+  /** What the open steps changed in the head becomes a part of every one of them. */
   private partOps (sealer: StepSealer): BatchOp[] {
     this.pending.clear()
     const open = this.open
