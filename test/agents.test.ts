@@ -1,7 +1,7 @@
 // Agent-host integration: the Claude Code prompt hook driven the way Claude Code calls it,
 // and the MCP server driven by a real MCP client from the same SDK.
 import t from 'tap'
-import { spawnSync } from 'node:child_process'
+import { spawn, spawnSync } from 'node:child_process'
 import * as fs from 'node:fs'
 import { join } from 'node:path'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
@@ -98,6 +98,15 @@ if (fuseAvailable(t)) {
     t.same({ paths: undoDry.paths, undone: undoDry.undone }, { paths: ['gen.txt', 'new.txt'], undone: false }, 'undo_step dry_run: what it would put back')
     t.same(JSON.parse((await call('undo_step', { step: 'call-1' })).text).undone, true, 'undo_step')
     t.equal(w.run('ls'), 'later.txt\nnew.txt\nsrc\n', 'the step is undone; the later one is kept')
+    // An agent's persistent shell (started before the step) runs a command in it: its write is the step's.
+    const shell = spawn('bash', [], { cwd: w.ws, stdio: ['pipe', 'ignore', 'ignore'] })
+    t.teardown(() => { shell.kill() })
+    await new Promise(resolve => shell.on('spawn', resolve))
+    await call('step_begin', { label: 'in the persistent shell', id: 'call-3' })
+    shell.stdin.write('echo p > persistent.txt && touch persistent.done\n')
+    while (!fs.existsSync(join(w.ws, 'persistent.done'))) await new Promise(resolve => setTimeout(resolve, 50))
+    const inShell = JSON.parse((await call('step_end', { step: 'call-3' })).text)
+    t.same(inShell.changes.map((c: any) => c.path), ['persistent.done', 'persistent.txt'], 'a persistent shell of the agent writes for the step it runs in')
     const unknown = await call('undo_step', { step: 'nope' })
     t.ok(unknown.error, 'an unknown step is a tool error')
     t.match(unknown.text, /^cpfs: no step has the number or id "nope"/)

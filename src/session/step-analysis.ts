@@ -45,6 +45,8 @@ export interface StepAnalysis {
   members: Set<string>
 }
 
+const SHELLS = new Set(['sh', 'bash', 'dash', 'zsh', 'fish', 'ash', 'ksh'])
+
 /** The processes that changed `key` in `layer`: the head's from the mount's memory, others' from their records. */
 export function byOf (session: Session, layer: number, key: string): string[] {
   if (layer === session.headLayer) return session.attribution.byOf(key) ?? []
@@ -69,7 +71,16 @@ export class Membership {
       known = p !== null && o !== null && p.boot === o.boot && p.start >= ticks[0] && (ticks[1] === null || p.start <= ticks[1]) && this.underOwner(id)
       this.cache.set(id, known)
     }
-    return known
+    // A shell of the owner's that runs its commands (an agent's persistent shell, started
+    // before the step) writes for the step it runs in: `echo x > f` is the shell's own write.
+    return known || (inPart && this.isOwnersShell(id))
+  }
+
+  private isOwnersShell (id: string): boolean {
+    const rec = this.record(id)
+    if (rec === null || rec.parent === null) return false
+    const first = rec.command.split(' ')[0]
+    return SHELLS.has(first.slice(first.lastIndexOf('/') + 1).replace(/^-/, '')) && this.underOwner(id)
   }
 
   record (id: string): ProcessRecord | null {
