@@ -11,6 +11,7 @@ import { planViews } from './plans/planner.js'
 import { runPlan } from './plans/run.js'
 import { viewOf } from './plans/views.js'
 import type { PlanSummary } from './plans/finish.js'
+import { diffByCommand as byCommand, type CommandChanges } from './reports/by-command.js'
 import { feedbackText } from './reports/feedback.js'
 import { stepReport, type StepReport } from './reports/step-report.js'
 import { prepareHeadChange } from './session/restore.js'
@@ -20,6 +21,7 @@ import { listSteps, type StepListed } from './reports/step-list.js'
 
 export type { StepOptions, StepRecord } from './session/steps.js'
 export type { StepReport } from './reports/step-report.js'
+export type { CommandChanges } from './reports/by-command.js'
 export type { StepListed } from './reports/step-list.js'
 export type { StepUndone, StepConflict } from './session/undo-step.js'
 export { listSteps } from './reports/step-list.js'
@@ -57,6 +59,12 @@ export async function changesSince (ref: string | number, opts: Target = {}): Pr
   const loc = where(opts)
   const report = await stepShow(ref, opts)
   return { text: feedbackText(report, loc.workspace), report }
+}
+
+/** What turn `spec` (default: the head) or a range A..B changed, grouped by the process that changed each path. */
+export async function diffByCommand (spec?: string | number, opts: Target = {}): Promise<{ a: number, b: number, commands: CommandChanges[] }> {
+  const s = spec === undefined ? undefined : String(spec)
+  return await viaDaemonOr(where(opts), 'diff-by-command', { spec: s }, async (ss) => await byCommand(ss, s), 'read')
 }
 
 /** The steps, oldest first (the newest `last` of them, default 100). */

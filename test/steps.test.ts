@@ -36,6 +36,10 @@ if (fuseAvailable(t)) {
     t.same(show.changes.find((c: any) => c.path === '/a.txt').insertions, 1, 'a.txt: the step\'s line only')
     const bySteps = JSON.parse(w.ok('diff', '--by-step', '--json', w.ws))
     t.same(bySteps.map((s: any) => [s.step, s.changes.length]), [[1, 3], [2, 1]], 'diff --by-step: each step of the turn')
+    const byCommand = JSON.parse(w.ok('diff', '--by-command', '--json', w.ws))
+    t.match(byCommand.find((c: any) => /^rm keep\.txt$/.test(c.process?.command)), { process: { parents: [{ command: /step begin/ }] }, changes: [{ path: '/keep.txt', change: 'deleted' }] }, 'diff --by-command: rm, with the shell above it, and what it deleted')
+    t.ok(byCommand.some((c: any) => c.changes.some((x: any) => x.path === '/later.txt')), 'every change of the turn is under a command')
+    t.match(w.ok('diff', '--by-command', w.ws), /pid \d+  rm keep\.txt\n  under /, 'also as text')
     const blame = JSON.parse(w.ok('blame', join(w.ws, 'a.txt'), '--json')).lines
     t.same(blame.map((l: any) => l.step?.id ?? null), [null, 'gen1'], 'blame names the step of each change (none for the write before it)')
     t.match(w.ok('blame', join(w.ws, 'a.txt')), /turn 1  step gen1  modified/, 'also in the text form')

@@ -66,7 +66,7 @@ terminal the list goes through the pager (--no-pager, --color=auto|always|never)
 --steps lists the steps instead (tool calls, commands): number, id, turn, paths, label.
 
 Example:  cpfs log --json | jq '.[] | select(.files > 0) | .turn'`,
-  diff: `Usage: cpfs diff [TURN | A..B] [DIR] [--stat] [--by-step] [--json] [--no-pager] [--color WHEN] [-- PATH...]
+  diff: `Usage: cpfs diff [TURN | A..B] [DIR] [--stat] [--by-step | --by-command] [--json] [--no-pager] [--color WHEN] [-- PATH...]
 
 Show what TURN changed (default: the head turn, so far), or turns A through B (A.. and ..B
 work too), as a git-style patch that git apply and patch -p1 accept: text hunks, binary
@@ -74,7 +74,8 @@ files (GIT binary patch), the executable bit, symlinks, additions and deletions.
 patch cannot carry (directory moves, other mode bits, owners) is listed above it.
 --stat prints one line per path with +/- counts, counted as cpfs log counts them.
 -- PATH... keeps only the changes at or below those paths (relative to this directory).
---by-step shows each step of those turns (a tool call, a command) with what it changed.
+--by-step shows each step of those turns (a tool call, a command) with what it changed;
+--by-command the changes under each process that made them (its command, the commands above).
 On a terminal: coloured (--color=auto|always|never; NO_COLOR turns it off) and paged
 ($CPFS_PAGER, else $PAGER, else less -FRX; --no-pager).
 

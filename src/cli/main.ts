@@ -22,7 +22,7 @@ import { claudeCodeHook } from '../hook.js'
 import { hideRelativeTurns, unhide } from './relative.js'
 import { faultsFromEnv } from '../plans/faults.js'
 import { dirStore, holding, isDirectory, json, lib, note, page, paging, target, workspaceOf, type Command, type Flags } from './common.js'
-import { diffBySteps, logSteps, stepCommands, undoStepCommand } from './steps.js'
+import { diffByCommands, diffBySteps, logSteps, stepCommands, undoStepCommand } from './steps.js'
 
 guardPipes()
 
@@ -118,7 +118,7 @@ const commands: Record<string, Command> = {
     }
   },
   diff: {
-    options: { ...dirStore, stat: { type: 'boolean' }, 'by-step': { type: 'boolean' }, ...json, ...paging },
+    options: { ...dirStore, stat: { type: 'boolean' }, 'by-step': { type: 'boolean' }, 'by-command': { type: 'boolean' }, ...json, ...paging },
     args: ['TURN?', 'DIR?'],
     dashDash: 'paths',
     run: async (pos, f, paths) => {
@@ -130,6 +130,7 @@ const commands: Record<string, Command> = {
         spec = undefined
       }
       if (f['by-step']) return await diffBySteps(spec, { dir: workspaceOf(dir), store: f.store as string | undefined }, f)
+      if (f['by-command']) return await diffByCommands(spec, { dir: workspaceOf(dir), store: f.store as string | undefined }, f)
       const patches = !f.stat && !f.json
       const loc = mountedLocation(dir, f.store as string | undefined)
       const rel = loc && paths.length ? workspacePaths(loc.workspace, paths.map(p => resolve(p))) : undefined

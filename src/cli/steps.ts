@@ -74,6 +74,21 @@ export async function diffBySteps (spec: string | undefined, t: { dir?: string, 
   return 0
 }
 
+/** `cpfs diff [TURN] --by-command`: the turn's changes under each process that made them. */
+export async function diffByCommands (spec: string | undefined, t: { dir?: string, store?: string }, f: Flags): Promise<number> {
+  const r = await (await stepsLib()).diffByCommand(spec, t)
+  if (f.json) out(JSON.stringify(r.commands, null, 2))
+  else if (r.commands.length === 0) out('no changes')
+  else {
+    out(r.commands.map(c => {
+      const who = c.process === null ? 'no process recorded (cpfs itself, or before cpfs recorded processes)' : `pid ${c.process.pid}  ${displayLine(c.process.command)}`
+      const under = c.process?.parents.map(p => displayLine(p.command).slice(0, 60)).join(' < ')
+      return `${who}${under ? `\n  under ${under}` : ''}\n${indent(formatStat(c.changes))}`
+    }).join('\n\n'))
+  }
+  return 0
+}
+
 /** `cpfs undo --step ID`. */
 export async function undoStepCommand (ref: string, t: { dir?: string, store?: string }, f: Flags): Promise<number> {
   const r: StepUndoResult = await (await stepsLib()).undoStep(ref, { ...t, force: Boolean(f.force), dryRun: Boolean(f['dry-run']) })

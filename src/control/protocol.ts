@@ -16,6 +16,7 @@ import type { WatchInfo, WatchStatus } from '../store/underneath.js'
 import type { OpStats } from '../fuse/stats.js'
 import type { Blame } from '../reports/blame.js'
 import type { StepReport } from '../reports/step-report.js'
+import type { CommandChanges } from '../reports/by-command.js'
 import type { StepOptions, StepRecord } from '../session/steps.js'
 import type { StepListed } from '../reports/step-list.js'
 import type { StepUndone } from '../session/undo-step.js'
@@ -95,6 +96,8 @@ export interface Commands {
   /** Steps (session/steps.ts): begin, end, what one changed, the list, undo one. */
   'step-begin': { args: StepOptions, result: StepRecord }
   'step-end': { args: { ref?: string }, result: StepRecord }
+  /** What turns changed, grouped by the process that changed each path (`diff --by-command`). */
+  'diff-by-command': { args: { spec?: string }, result: { a: number, b: number, commands: CommandChanges[] } }
   /** End the open steps an agent's session began (a new prompt, the agent stopped). */
   'step-end-session': { args: { session: string }, result: { ended: number } }
   'step-show': { args: { ref: string }, result: StepReport }

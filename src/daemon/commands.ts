@@ -9,6 +9,7 @@ import { forkView } from '../plans/fork.js'
 import type { Faults } from '../plans/faults.js'
 import { blamePath } from '../reports/blame.js'
 import { stepReport } from '../reports/step-report.js'
+import { diffByCommand } from '../reports/by-command.js'
 import { listSteps } from '../reports/step-list.js'
 import { undoStepIn } from '../session/undo-step.js'
 import { cutPaths, diffTurns, logWithLines, previewRewind } from '../reports/preview.js'
@@ -70,6 +71,7 @@ export function daemonHandlers (d: DaemonParts): Handlers {
     'step-begin': async (a) => await session.steps.begin(a ?? {}),
     'step-end': async (a) => await session.steps.end(a?.ref),
     'step-end-session': async (a) => ({ ended: await session.steps.endSession(String(a.session)) }),
+    'diff-by-command': async (a) => await diffByCommand(session, a?.spec),
     'step-show': async (a) => await stepReport(session, String(a.ref)),
     steps: async (a) => await listSteps(session, typeof a?.last === 'number' ? a.last : 100),
     'undo-step': async (a) => await views.around(async () => await undoStepIn(session, String(a.ref), { force: Boolean(a.force), dryRun: Boolean(a.dryRun) })),

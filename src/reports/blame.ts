@@ -79,7 +79,7 @@ export async function blamePath (session: Session, path: string): Promise<Blame>
       const base = { turn, change: change?.change ?? null, insertions: change?.insertions ?? 0, deletions: change?.deletions ?? 0 }
       const at = changedAt(keys.map(k => entries?.get(k)))
       const steps = stepsOf(session, layer)
-      for (const id of by) lines.push({ ...base, by: 'mount', at, process: describe(session, id, processes), step: stepOf(session, steps, id) })
+      for (const id of by) lines.push({ ...base, by: 'mount', at, process: describeProcess(session, id, processes), step: stepOf(session, steps, id) })
       for (const w of outside) lines.push({ ...base, by: 'underneath', at: w.at, process: { pid: w.pid, uid: -1, command: w.command, started: 0, parents: [] }, step: null })
       if (by.length === 0 && outside.length === 0) lines.push({ ...base, by: 'unrecorded', at, process: null, step: null })
     }
@@ -132,7 +132,7 @@ function record (session: Session, id: string, cache: Map<string, ProcessRecord 
   return cache.get(id)!
 }
 
-function describe (session: Session, id: string, cache: Map<string, ProcessRecord | null>): BlameProcess | null {
+export function describeProcess (session: Session, id: string, cache: Map<string, ProcessRecord | null>): BlameProcess | null {
   const rec = record(session, id, cache)
   if (rec === null) return null
   const parents: BlameProcess['parents'] = []
