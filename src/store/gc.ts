@@ -5,7 +5,7 @@
 // leaves garbage for the next run, never a dangling reference.
 import { decode, decodeEntry, decodeEntryBy } from './codec.js'
 import type { Entry } from './entries.js'
-import { JOURNAL_KEY, LEGACY_CHUNK_PREFIX, PROCESS_PREFIX, REF_PREFIX, STEP_PREFIX, prefixEnd, turnKey, type BatchOp } from './keys.js'
+import { JOURNAL_KEY, LEGACY_CHUNK_PREFIX, PROCESS_PREFIX, REF_PREFIX, STEP_PREFIX, prefixEnd, stepIdKey, turnKey, type BatchOp } from './keys.js'
 import { decodeRef } from './store.js'
 import { RECORD_HEADER } from './pack-format.js'
 import { reclaimPacks, type PackLive } from './repack.js'
@@ -65,10 +65,17 @@ export async function collectGarbage (store: Store): Promise<GcResult> {
     ops.push({ type: 'del', key })
     if (ops.length >= 1000) await flush()
   }
-  // A step's record names its agent's process (steps.ts): kept while the record is.
-  for await (const [, value] of store.entries({ gte: STEP_PREFIX, lt: prefixEnd(STEP_PREFIX) })) {
-    const owner = decode<{ owner?: string | null }>(value).owner
-    if (typeof owner === 'string') liveProcesses.add(owner)
+  // A step (steps.ts) lives while a layer it changed or began in does (an open one always);
+  // its record names its agent's process, kept with it.
+  const open = new Set(meta.openSteps ?? [])
+  for await (const [key, value] of store.entries({ gte: STEP_PREFIX, lt: prefixEnd(STEP_PREFIX) })) {
+    const step = decode<{ n: number, id?: string, owner?: string | null, parts?: number[], from?: number }>(value)
+    if (open.has(step.n) || liveLayers.has(step.from ?? -1) || (step.parts ?? []).some(l => liveLayers.has(l))) {
+      if (typeof step.owner === 'string') liveProcesses.add(step.owner)
+      continue
+    }
+    ops.push({ type: 'del', key })
+    if (step.id !== undefined) ops.push({ type: 'del', key: stepIdKey(step.id) })
   }
   await deadProcesses(store, liveProcesses, ops)
   for await (const [key] of store.entries({ gte: 't', lt: prefixEnd('t') })) {

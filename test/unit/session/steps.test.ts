@@ -96,6 +96,8 @@ t.test('rewind ends open steps; a step across a turn; prune and gc keep what is 
   await squashOldest(s, 2)
   await collectGarbage(s.store)
   t.same({ a: await read(w, 'a.txt'), b: await read(w, 'b.txt'), c: await read(w, 'c.txt') }, viewBefore, 'prune merged the turns with their parts: the view is the same')
+  t.same((await listSteps(s, 10)).map(x => x.id), ['r'], 'gc dropped the step whose layers were merged away; the later one stays')
+  await t.rejects(undoStepIn(s, 'x', {}), { code: 'UNKNOWN_STEP' }, 'and it is no longer known')
   await s.rewind(s.head - 1)
   t.equal(await read(w, 'd.txt'), null, 'and the turns after still rewind')
 })
