@@ -169,10 +169,7 @@ export class Session {
 
   private serial: Promise<unknown> = Promise.resolve()
 
-  /**
-   * Changes of the stack and its turn records, one at a time (turns, steps, rewinds): each
-   * reads the head's record from the store, which the one before it wrote.
-   */
+  /** Changes of the stack and its records one at a time (turns, steps, rewinds): each reads what the one before wrote. */
   exclusive<T> (fn: () => Promise<T>): Promise<T> {
     const p = this.serial.then(fn, fn)
     this.serial = p.catch(() => {})
@@ -242,7 +239,7 @@ export class Session {
     const t = this.resolveTurn(spec)
     if (this.atStartOf(t)) return { head: this.head, dropped: 0 }
     const dropped = this.meta.stack.length - t + 1
-    await this.changeStack(this.history.rewindChange(t))
+    await this.changeStack(() => this.history.rewindChange(t))
     return { head: this.head, dropped }
   }
 
@@ -269,7 +266,7 @@ export class Session {
   }
 
   async redo (): Promise<{ head: number }> {
-    await this.changeStack(await this.redoChange())
+    await this.changeStack(async () => await this.redoChange())
     return { head: this.head }
   }
 
@@ -288,8 +285,10 @@ export class Session {
   }
 
   /** The head's pending changes first, then the stack change, in one ordered chain. */
-  private async changeStack (change: StackChange): Promise<void> {
+  private async changeStack (make: () => StackChange | Promise<StackChange>): Promise<void> {
     await this.exclusive(async () => {
+      // Made inside: a step sealed just before changes the head layer the change replaces.
+      const change = await make()
       const flushed = this.persister.flushAll(false)
       const committed = this.persister.commit(this.applyChange(change))
       await flushed
