@@ -98,7 +98,7 @@ function stepsOf (session: Session, layer: number): StepRecord[] {
   return out
 }
 
-/** Of the steps open in a layer, the one process `id` belongs to (reports/steps.ts). */
+/** Of the steps open in a layer, the one process `id` belongs to (session/step-analysis.ts). */
 function stepOf (session: Session, steps: StepRecord[], id: string): BlameLine['step'] {
   const s = steps.find(s => new Membership(session, s).member(id, true))
   return s ? { n: s.n, id: s.id ?? null, label: s.label } : null

@@ -91,7 +91,7 @@ export async function stepReport (session: Session, ref: string | number): Promi
   const step = session.steps.resolve(ref)
   const a = await analyseStep(session, step)
   const changes = stepChanges(session, a)
-  const who = new Membership(session, step)
+  const who = a.who
   const counts = { added: 0, modified: 0, deleted: 0 }
   for (const c of changes) {
     if (c.change === 'added') counts.added++

@@ -43,6 +43,8 @@ export interface StepAnalysis {
   others: Map<string, string[]>
   /** The processes counted as the step's (the owner, and those it started). */
   members: Set<string>
+  /** Who belongs to the step, with the process records it has read (reports reuse them). */
+  who: Membership
 }
 
 const SHELLS = new Set(['sh', 'bash', 'dash', 'zsh', 'fish', 'ash', 'ksh'])
@@ -121,9 +123,9 @@ export async function analyseStep (session: Session, step: StepRecord): Promise<
   // Its first layer: where its first changes went (a step that changed nothing itself may
   // still have started a process that writes later).
   const firstPart = layers.findIndex(l => parts.has(l) || l === step.from)
-  const out: StepAnalysis = { step, layers, turnOf, inHistory: firstPart >= 0, keys: new Map(), others: new Map(), members: new Set() }
-  if (firstPart < 0) return out
   const who = new Membership(session, step)
+  const out: StepAnalysis = { step, layers, turnOf, inHistory: firstPart >= 0, keys: new Map(), others: new Map(), members: new Set(), who }
+  if (firstPart < 0) return out
   for (let i = firstPart; i < layers.length; i++) {
     const layer = layers[i]
     // An open step's changes since its last part are in the head.

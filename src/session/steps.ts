@@ -10,7 +10,7 @@
 // background process) writing at once are told apart: the step's *owner* is the process that
 // runs it (an agent for a hook's step, the shell for `cpfs step begin`, cpfs for exec), and a
 // change belongs to the step when it was made by the owner during the step, or by a process
-// the owner's tree started during it (reports/steps.ts) — also after the step ended, which is
+// the owner's tree started during it (step-analysis.ts) — also after the step ended, which is
 // how a background process's late writes are found.
 import { CpfsError } from '../errors.js'
 import { decode, encode } from '../store/codec.js'

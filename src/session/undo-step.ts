@@ -8,7 +8,7 @@ import type { Overlay } from '../overlay/overlay.js'
 import { resolvedType, type View } from '../overlay/view.js'
 import { isWithin } from '../paths/paths.js'
 import { inoOfKey, isInoKey, type Entry } from '../store/entries.js'
-import { analyseStep, Membership, viewBefore, type StepAnalysis } from './step-analysis.js'
+import { analyseStep, viewBefore, type StepAnalysis } from './step-analysis.js'
 import type { Session } from './session.js'
 import type { StepRecord } from './steps.js'
 
@@ -35,7 +35,7 @@ export async function planStepUndo (session: Session, ref: string | number): Pro
   const a = await analyseStep(session, step)
   if (!a.inHistory) throw new CpfsError('STEP_GONE', `what step ${step.n} changed is not in the current history (rewound away or pruned)`, 'cpfs redo brings a rewound history back; see cpfs log --steps')
   if (a.keys.size === 0) throw new CpfsError('NOTHING_TO_UNDO', `step ${step.n} (${step.label}) changed nothing`, 'see cpfs step show ' + (step.id ?? step.n))
-  const who = new Membership(session, step)
+  const who = a.who
   const describe = (ids: string[]) => ids.map(id => id === '' ? { pid: 0, command: 'cpfs' } : { pid: who.record(id)?.pid ?? 0, command: who.record(id)?.command ?? 'unknown process' })
   const now = session.overlay.view
   const conflicts: StepConflict[] = []

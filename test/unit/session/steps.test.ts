@@ -1,4 +1,4 @@
-// Steps inside a turn (src/session/steps.ts, History.sealPart, reports/steps.ts,
+// Steps inside a turn (src/session/steps.ts, History.sealPart, session/step-analysis.ts,
 // session/undo-step.ts), driven through a Session in this process: parts are sealed at a
 // step's begin and end without changing the turn's number or view, a step's changes are its
 // own, undoing one keeps what came after, and everything survives a reopened store, a rewind
