@@ -25,6 +25,8 @@ import { checkDest, forkView } from './plans/fork.js'
 import { keepBefore, keepDisplaced, keepRefreshed } from './plans/keep.js'
 import { holdersOf, type Holder } from './holders.js'
 import { NO_FAULTS, type Faults } from './plans/faults.js'
+import { branchRef, resolveRef, type TurnRef } from './session/tree.js'
+import { sharedTurns, type LeftBy } from './store/branches.js'
 
 export interface Target {
   /** The workspace directory (default: the current directory). */
@@ -187,13 +189,16 @@ export interface RewindResult {
   summary?: PlanSummary
 }
 
-/** Make the workspace what it was when TURN began. Not mounted: through a verified plan. */
+/**
+ * Make the workspace what it was when TURN began (TURN on any branch: N, -N, an id, bN:T), or
+ * what branch bN held when it was left. Not mounted: through a verified plan.
+ */
 export async function rewind (turnSpec: string | number, opts: Target & { force?: boolean } = {}): Promise<RewindResult> {
   const loc = where(opts)
   if (await daemonUp(loc)) return { ...await callDaemon(loc, { cmd: 'rewind', args: { turn: String(turnSpec) } }), mounted: true }
   return await offline(loc, async (s) => {
-    const asked = s.resolveTurn(turnSpec)
-    if (s.atStartOf(asked)) {
+    const ref = resolveRef(s.history, turnSpec)
+    if (ref.branch === null && ref.turn !== null && s.atStartOf(ref.turn)) {
       // Already there: no redo step. The real directory may still lack turns (a daemon that
       // stopped without applying): those are applied, as any offline command would.
       if (opts.force) await keepDisplaced(s)
@@ -201,11 +206,22 @@ export async function rewind (turnSpec: string | number, opts: Target & { force?
       const summary = s.pending() > 0 ? await applyStack(s, { force: opts.force, stack: s.meta.stack.slice(0, t - 1), faults }) : undefined
       return { head: s.head, dropped: 0, mounted: false, summary }
     }
-    const t = await keepBefore(s, asked, opts.force)
-    const dropped = s.meta.stack.length - t + 1
-    const summary = await applyStack(s, { force: opts.force, stack: s.meta.stack.slice(0, t - 1), after: s.rewindChange(t), faults })
-    return { head: s.head, dropped, mounted: false, summary }
+    return await leaveOffline(s, ref, 'rewind', opts.force)
   })
+}
+
+/** An offline rewind, undo or switch to a branch: outside changes kept first, then one verified plan. */
+async function leaveOffline (s: Session, asked: TurnRef, by: LeftBy, force: boolean | undefined): Promise<RewindResult> {
+  let ref = asked
+  if (ref.branch === null && ref.turn !== null) ref = { ...ref, turn: await keepBefore(s, ref.turn, force) }
+  else if (force) await keepDisplaced(s)
+  else await keepRefreshed(s)
+  if (ref.branch === null) ref = { ...ref, stack: s.meta.stack }
+  await s.history.load(ref.stack)
+  const old = s.meta.stack.slice()
+  const change = s.history.rewindChange(ref, by)
+  const summary = await applyStack(s, { force, stack: ref.turn === null ? ref.stack : ref.stack.slice(0, ref.turn - 1), after: change, faults })
+  return { head: s.head, dropped: old.length - sharedTurns(old, s.meta.stack), mounted: false, summary }
 }
 
 export interface RestoreResult {
@@ -316,20 +332,17 @@ export async function diff (spec: string | number | undefined, opts: Target & { 
 export async function undo (opts: Target & { force?: boolean } = {}): Promise<RewindResult> {
   const loc = where(opts)
   if (await daemonUp(loc)) return { ...await callDaemon(loc, { cmd: 'undo' }), mounted: true }
-  return await offline(loc, async (s) => {
-    const t = await keepBefore(s, s.undoTarget(), opts.force)
-    const dropped = s.meta.stack.length - t + 1
-    const summary = await applyStack(s, { force: opts.force, stack: s.meta.stack.slice(0, t - 1), after: s.rewindChange(t), faults })
-    return { head: s.head, dropped, mounted: false, summary }
-  })
+  return await offline(loc, async (s) => await leaveOffline(s, { stack: s.meta.stack, turn: s.undoTarget(), branch: null }, 'undo', opts.force))
 }
 
-export async function redo (opts: Target & { force?: boolean } = {}): Promise<RewindResult> {
+/** Back to the stack the last rewind left; with `branch` (bN), to that branch's tip. What was written since is kept as a branch. */
+export async function redo (opts: Target & { force?: boolean, branch?: string } = {}): Promise<RewindResult> {
   const loc = where(opts)
-  if (await daemonUp(loc)) return { ...await callDaemon(loc, { cmd: 'redo' }), mounted: true }
+  if (await daemonUp(loc)) return { ...await callDaemon(loc, { cmd: 'redo', args: opts.branch === undefined ? undefined : { branch: opts.branch } }), mounted: true }
   return await offline(loc, async (s) => {
+    if (opts.branch !== undefined) return await leaveOffline(s, resolveRef(s.history, branchRef(opts.branch)), 'redo', opts.force)
     const refreshed = opts.force ? (await keepDisplaced(s), null) : await keepRefreshed(s)
-    const change = await s.redoChange()
+    const change = await s.history.redoChange()
     if (refreshed !== null) {
       // The refreshed version stays in the stack redo goes back to, right above the turns it
       // refreshed (those the two stacks share): the turns redone come after it, and theirs win.
@@ -357,11 +370,11 @@ export async function status (opts: Target = {}): Promise<StatusInfo> {
     return statusFromDaemon(loc, await callDaemon(loc, { cmd: 'status' }), storeBytes)
   }
   const stale = loc.stale || isMounted(loc.workspace)
-  const empty: StatusInfo = { workspace: loc.workspace, mounted: false, stale, pid: null, head: null, turns: 0, pending: 0, redo: 0, store: loc.store, storeBytes, skipped: [] }
+  const empty: StatusInfo = { workspace: loc.workspace, mounted: false, stale, pid: null, head: null, turns: 0, pending: 0, redo: 0, branches: 0, store: loc.store, storeBytes, skipped: [] }
   if (stale || !fs.existsSync(join(loc.store, 'db'))) return empty
   return await offline(loc, async (s) => {
     const st = s.status()
-    const out: StatusInfo = { ...empty, head: st.head, turns: st.turns, pending: st.pending, redo: st.redo, skipped: st.skipped }
+    const out: StatusInfo = { ...empty, head: st.head, turns: st.turns, pending: st.pending, redo: st.redo, branches: st.branches, retention: st.retention, skipped: st.skipped }
     if (s.store.getSync(JOURNAL_KEY)) out.interrupted = true
     return out
   }, 'read')

@@ -57,7 +57,8 @@ export async function stopStaleDaemon (loc: Location): Promise<boolean> {
     return false
   }
   if (isMounted(loc.workspace) && await pingDaemon(loc)) return false
-  process.stderr.write(`cpfs: the daemon of ${loc.workspace} (pid ${pid}) no longer serves a mount but holds the store; stopping it\n`)
+  if (fs.existsSync(join(loc.dir, 'retaining'))) process.stderr.write(`cpfs: stopping the retention the daemon of ${loc.workspace} (pid ${pid}) runs after its unmount; it runs again after the next one\n`)
+  else process.stderr.write(`cpfs: the daemon of ${loc.workspace} (pid ${pid}) no longer serves a mount but holds the store; stopping it\n`)
   for (const [sig, wait] of [['SIGTERM', 5000], ['SIGKILL', 2000]] as const) {
     if (daemonIdentity(pid, loc) !== id) return true
     try { process.kill(pid, sig) } catch { return true }

@@ -1,15 +1,15 @@
 // Housekeeping: every store under CPFS_HOME (status --all), retention (prune), and deleting a
 // workspace's whole history (forget). Settings can live in $CPFS_HOME/config.json:
-//   { "prune": { "keepTurns": 50, "olderThanDays": 30, "maxSize": "2G" } }
+//   { "prune": { "keepTurns": 50, "keepBranches": 20, "olderThanDays": 30, "maxSize": "2G" } }
+// (session/retention.ts: the defaults, and the daemon's automatic runs).
 import * as fs from 'node:fs'
 import { join } from 'node:path'
 import * as api from './api.js'
 import { CpfsError } from './errors.js'
-import { parseSize, readConfig } from './store/config.js'
 import { call, PING_TIMEOUT_MS } from './control/client.js'
 import { Session } from './session/session.js'
-import { prune as pruneSession, squashOldest, type PruneResult } from './session/prune.js'
-import { collectGarbage } from './store/gc.js'
+import type { PruneResult } from './session/prune.js'
+import { retain, retentionSettings, type RetentionSettings } from './session/retention.js'
 import { Store } from './store/store.js'
 import { cpfsHome, dirBytes, isMounted, locate } from './store/locate.js'
 
@@ -65,12 +65,9 @@ export { parseSize } from './store/config.js'
 
 export interface PruneSettings {
   keepTurns?: number
+  keepBranches?: number
   olderThanDays?: number
   maxSize?: string | number
-}
-
-export function configuredPrune (): PruneSettings {
-  return readConfig().prune ?? {}
 }
 
 /** Every workspace with history under CPFS_HOME, and every sandboxed run's history. */
@@ -127,26 +124,19 @@ async function openOffline (dir: string, store?: string): Promise<{ session: Ses
   return { session, close: async () => { await session.close(); fs.closeSync(fd) } }
 }
 
-/** Apply retention to one workspace (not mounted) and collect garbage. */
+/**
+ * Apply retention to one workspace (not mounted) and collect garbage: the options given, or
+ * without any, config.json's "prune" settings over the defaults (session/retention.ts).
+ */
 export async function prune (opts: api.Target & PruneSettings): Promise<PruneReport> {
   const loc = locate(opts.dir ?? '.', opts.store)
-  const settings = opts.keepTurns === undefined && opts.olderThanDays === undefined && opts.maxSize === undefined ? configuredPrune() : opts
+  const given = opts.keepTurns !== undefined || opts.keepBranches !== undefined || opts.olderThanDays !== undefined || opts.maxSize !== undefined
+  const settings: RetentionSettings = given ? { keepTurns: opts.keepTurns, keepBranches: opts.keepBranches, olderThanDays: opts.olderThanDays, maxSize: opts.maxSize } : retentionSettings()
   const before = dirBytes(loc.store)
   const { session, close } = await openOffline(loc.workspace, opts.store)
   let result: PruneResult
   try {
-    result = await pruneSession(session, { keepTurns: settings.keepTurns, olderThanDays: settings.olderThanDays })
-    if (settings.maxSize !== undefined) {
-      const max = parseSize(settings.maxSize)
-      // Merge the oldest turns one more at a time until the store fits (or one turn is left
-      // besides the original tree and the head).
-      while (dirBytes(loc.store) > max && session.meta.stack.length > 2) {
-        const sq = await squashOldest(session, 2)
-        if (sq.squashed === 0) break
-        const gc = await collectGarbage(session.store)
-        result = { squashed: result.squashed + sq.squashed - 1, turns: sq.turns, layersDeleted: result.layersDeleted + gc.layersDeleted, chunksDeleted: result.chunksDeleted + gc.chunksDeleted, bytesFreed: result.bytesFreed + gc.bytesFreed }
-      }
-    }
+    result = await retain(session, settings, () => dirBytes(loc.store))
   } finally {
     await close()
   }

@@ -12,3 +12,5 @@ export { stepBegin, stepEnd, stepShow, changesSince, steps, undoStep, diffByComm
 export type { StepOptions, StepRecord, StepReport, StepListed, StepUndoResult, CommandChanges } from './steps-api.js'
 export type { FsckResult } from './store/fsck.js'
 export { CpfsError } from './errors.js'
+export { branches } from './tree-api.js'
+export type { BranchInfo } from './tree-api.js'

@@ -14,10 +14,11 @@ import { isAbsolute, resolve } from 'node:path'
 import { CpfsError } from './errors.js'
 import { BOUND, MAX_CHARS, READ_ONLY, answer, args, diffPage, maxChars, previewPage, rel, summaryOut, turnsPage } from './mcp-answers.js'
 import { registerStepTools } from './mcp-steps.js'
+import { registerTreeTools } from './mcp-tree.js'
 
 const offsetArg = z.number().int().min(0).optional().describe('where the page starts in the list (0 = the first; an answer that stops early gives next_offset)')
 
-const turnArg = z.union([z.number().int(), z.string()]).describe('a turn number (1, 2, ...), -N counted back from the head (-1 is the head turn), or the external id given to cpfs turn --id')
+const turnArg = z.union([z.number().int(), z.string()]).describe('a turn number (1, 2, ...), -N counted back from the head (-1 is the head turn), or the external id given to cpfs turn --id; on another branch (list_branches), "bN:T" (turn T of branch N) or "bN" (its tip)')
 const rangeArg = z.union([z.number().int(), z.string()]).describe('a turn number or id, -N counted back from the head, or a range "A..B"')
 
 export function createMcpServer (target: api.Target): McpServer {
@@ -35,6 +36,7 @@ export function createMcpServer (target: api.Target): McpServer {
   registerDiffTools(server, target, pendingPlan)
   registerChangeTools(server, target)
   registerStepTools(server, target)
+  registerTreeTools(server, target)
   return server
 }
 
@@ -152,7 +154,7 @@ function registerChangeTools (server: McpServer, target: api.Target): void {
 
   server.registerTool('rewind', {
     title: 'Rewind',
-    description: `Make the workspace exactly what it was when the turn began: later work leaves the files (redo brings it back until something new is written). Rewinding to where the workspace already is changes nothing. Answers {head, dropped, mounted, summary?}. ${BOUND}`,
+    description: `Make the workspace exactly what it was when the turn began: later work leaves the files and is kept as a branch (redo brings it back, also after new writes; list_branches lists every branch). Rewinding to where the workspace already is changes nothing. Answers {head, dropped, mounted, summary?}. ${BOUND}`,
     inputSchema: args('rewind', { turn: turnArg }),
     annotations: { title: 'Rewind', readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false }
   }, async ({ turn }) => answer(MAX_CHARS, async () => {
@@ -162,7 +164,7 @@ function registerChangeTools (server: McpServer, target: api.Target): void {
 
   server.registerTool('redo', {
     title: 'Redo',
-    description: `Bring back what the last rewind dropped, if nothing was written since. Answers {head, mounted, summary?}. ${BOUND}`,
+    description: `Go back to the tip the last rewind left; what was written since is kept as a branch of its own. Answers {head, mounted, summary?}. ${BOUND}`,
     inputSchema: args('redo', {}),
     annotations: { title: 'Redo', readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false }
   }, async () => answer(MAX_CHARS, async () => {

@@ -54,7 +54,7 @@ if (fuseAvailable(t)) {
     await client.connect(transport)
     t.teardown(() => client.close())
     const tools = (await client.listTools()).tools.map(x => x.name).sort()
-    t.same(tools, ['blame', 'changes_since', 'checkpoint', 'list_turns', 'redo', 'rewind', 'rewind_dry_run', 'show_diff', 'status', 'step_begin', 'step_end', 'undo_step'], 'the tools')
+    t.same(tools, ['blame', 'changes_since', 'checkpoint', 'list_branches', 'list_turns', 'redo', 'rewind', 'rewind_dry_run', 'show_diff', 'status', 'step_begin', 'step_end', 'undo_step'], 'the tools')
     const call = async (name: string, args: Record<string, unknown> = {}) => {
       const r: any = await client.callTool({ name, arguments: args })
       return { error: Boolean(r.isError), text: r.content[0].text as string }
@@ -79,6 +79,16 @@ if (fuseAvailable(t)) {
     const redo = await call('redo')
     t.notOk(redo.error, 'redo')
     t.equal(w.run('ls'), 'new.txt\nsrc\n', 'redo brought turn 2 back')
+    // History is a tree: work after a rewind is kept when redo goes back, and the agent can reach it.
+    await call('rewind', { turn: '1' })
+    w.run('echo side > side.txt')
+    t.notOk((await call('redo')).error, 'redo after a write')
+    const branches = JSON.parse((await call('list_branches')).text).branches
+    t.match(branches, [{ branch: /^b\d+$/, by: 'redo', sharedTurns: 0, turns: [{ ref: /^b\d+:1$/, paths: ['side.txt'] }] }], 'list_branches: the side work, its own turn 1')
+    t.notOk((await call('rewind', { turn: branches[0].branch })).error, 'rewind to that branch\'s tip')
+    t.equal(w.run('ls'), 'keep.txt\nside.txt\nsrc\n', 'the side work is back')
+    await call('redo')
+    t.equal(w.run('ls'), 'new.txt\nsrc\n', 'and redo returns')
     const err = await call('rewind', { turn: 'nope' })
     t.ok(err.error, 'errors are tool errors')
     t.match(err.text, /^cpfs: no turn has the number or id "nope"/, 'with the CLI\'s one-line message')
@@ -193,7 +203,7 @@ if (fuseAvailable(t)) {
     }
     const ann = Object.fromEntries(tools.map(x => [x.name, x.annotations]))
     t.equal(ann.rewind?.destructiveHint, true, 'rewind is marked destructive')
-    for (const n of ['list_turns', 'show_diff', 'rewind_dry_run', 'status']) t.equal(ann[n]?.readOnlyHint, true, `${n} is read-only`)
+    for (const n of ['list_turns', 'list_branches', 'show_diff', 'rewind_dry_run', 'status']) t.equal(ann[n]?.readOnlyHint, true, `${n} is read-only`)
     const call = async (name: string, args: Record<string, unknown> = {}) => {
       const r: any = await client.callTool({ name, arguments: args })
       return { error: Boolean(r.isError), text: r.content.map((c: any) => c.text) as string[] }

@@ -119,7 +119,7 @@ if (fuseAvailable(t)) {
     t.equal(fs.statSync(join(w.ws, 'big2')).ino, bigIno, 'the real hard link is kept: one inode')
     t.ok(fs.readFileSync(join(w.ws, 'big2')).equals(big), 'and the other name shows the edit')
     t.equal(fs.statSync(join(w.ws, 'x')).mode & 0o777, 0o600)
-    t.equal(await storeVersion(store), 6, 'the store is version 6 after its first write (an older cpfs refuses it)')
+    t.equal(await storeVersion(store), 7, 'the store is version 7 after its first write (an older cpfs refuses it)')
     w.ok('rewind', '1', w.ws)
     t.equal(fs.readFileSync(join(w.ws, 'big2'), 'utf8'), 'L'.repeat(100000), 'turn 1 rewinds to the original')
     t.equal(fs.statSync(join(w.ws, 'big')).ino, bigIno, 'still one real file with two names')
@@ -331,7 +331,7 @@ if (fuseAvailable(t)) {
     const packs = fs.readdirSync(join(store, 'packs'))
     t.ok(packs.length >= 1 && packs.every(n => /^\d{10}-[0-9a-f]{64}\.pack$/.test(n)), `new chunks are in sealed pack files: ${packs.join(' ')}`)
     const now = await records(store)
-    t.equal(now.get('m').version, 6, 'the store is version 6')
+    t.equal(now.get('m').version, 7, 'the store is version 7')
     t.ok([...now.keys()].some(k => k[0] === 'r'), 'LevelDB holds references to pack bytes')
     t.equal(w.cpfs('fsck', w.ws).code, 0, 'cpfs fsck finds nothing wrong (old chunks in LevelDB, new ones in packs)')
     w.ok('mount', w.ws)
@@ -340,7 +340,7 @@ if (fuseAvailable(t)) {
     w.ok('unmount', w.ws, '--discard')
   })
 
-  t.test('a version-5 store (test/fixtures/store-v5, written before steps): its log replays, processes are blamed, every turn rewinds byte-exact, steps work, it becomes version 6', async t => {
+  t.test('a version-5 store (test/fixtures/store-v5, written before steps): its log replays, processes are blamed, every turn rewinds byte-exact, steps work, it becomes version 7', async t => {
     const { expected, w, store } = fromFixture(t, 'store-v5')
     const db = new ClassicLevel<string, Buffer>(join(store, 'db'), { keyEncoding: 'utf8', valueEncoding: 'buffer' })
     await db.open()
@@ -374,12 +374,45 @@ if (fuseAvailable(t)) {
     }
     w.ok('unmount', w.ws, '--discard')
     const now = await records(store)
-    t.equal(now.get('m').version, 6, 'the store is version 6 (an older cpfs refuses it: it could not see the parts)')
+    t.equal(now.get('m').version, 7, 'the store is version 7 (an older cpfs refuses it: it could not see the parts)')
     t.ok(Object.keys(now.get('m').parts ?? {}).length > 0, 'with parts')
     t.equal(w.cpfs('fsck', w.ws).code, 0, 'cpfs fsck finds nothing wrong')
   })
 
-  t.test('a version-3 store (test/fixtures/store-v3): its interrupted plan finishes, every turn shows and rewinds, and it becomes version 6', async t => {
+  t.test('a version-6 store (test/fixtures/store-v6, written before branches): its redo and discarded stacks become branches, every turn of them rewinds, it becomes version 7', async t => {
+    const fixture = join(ROOT, 'test', 'fixtures', 'store-v6')
+    const expected = JSON.parse(fs.readFileSync(join(fixture, 'expected.json'), 'utf8'))
+    const w = workspace(t)
+    const store = registered(w)
+    w.run(`tar -C ${store} -xzf ${join(fixture, 'store.tar.gz')}`)
+    const db = new ClassicLevel<string, Buffer>(join(store, 'db'), { keyEncoding: 'utf8', valueEncoding: 'buffer' })
+    await db.open()
+    const meta = packr.unpack(await db.get('m'))
+    t.equal(meta.version, 6, 'the fixture is a version-6 store')
+    t.same([meta.redo.length, meta.discarded.length, meta.branches], [2, 1, undefined], 'with two redo stacks, one discarded stack and no branches')
+    await db.put('m', packr.pack({ ...meta, workspace: w.ws }))
+    await db.close()
+    const files = () => Object.fromEntries(fs.readdirSync(w.ws).sort().map(n => [n, fs.readFileSync(join(w.ws, n), 'utf8')]))
+    const { branches } = JSON.parse(w.ok('log', '--all', '--json', w.ws))
+    t.same(branches.map((b: any) => [b.by, b.length]).sort(), [['discard', 2], ['older cpfs', 3]], 'both stacks are branches: the discarded one and the first rewind\'s')
+    const first = branches.find((b: any) => b.by === 'older cpfs').branch
+    t.match(w.ok('log', '--graph', w.ws), new RegExp(`${first}:3`), 'the graph names its turns')
+    w.ok('mount', w.ws)
+    t.same(files(), expected.now, 'the mount shows the head')
+    for (const [ref, want] of [[`${first}:2`, expected.turn2], [`${first}:3`, expected.turn3], [first, expected.tip]]) {
+      w.ok('rewind', ref, w.ws)
+      t.same(files(), want, `rewind ${ref}`)
+    }
+    w.run('echo new > new.txt')
+    w.ok('redo', w.ws)
+    t.same(files(), expected.turn3, 'redo goes back, over a write')
+    w.ok('unmount', w.ws)
+    t.equal((await records(store)).get('m').version, 7, 'the store is version 7')
+    t.equal(JSON.parse(w.ok('log', '--all', '--json', w.ws)).branches.filter((b: any) => b.turns.some((x: any) => x.changes.some((c: any) => c.path === '/new.txt'))).length, 1, 'the write made before that redo is a branch too')
+    t.equal(w.cpfs('fsck', w.ws).code, 0, 'cpfs fsck finds nothing wrong')
+  })
+
+  t.test('a version-3 store (test/fixtures/store-v3): its interrupted plan finishes, every turn shows and rewinds, and it becomes version 7', async t => {
     const { expected, w, store } = fromFixture(t, 'store-v3')
     // The one change to the store as version 3 wrote it: the workspace it belongs to is here now.
     const db = new ClassicLevel<string, Buffer>(join(store, 'db'), { keyEncoding: 'utf8', valueEncoding: 'buffer' })
@@ -402,7 +435,7 @@ if (fuseAvailable(t)) {
     t.same(applied.tree['tagged.txt'].xattrs, ['user.color="red"'], 'the journal finished as version 3 planned it')
     applied.tree['tagged.txt'].xattrs = expected.head.tree['tagged.txt'].xattrs
     t.same(applied, expected.head, 'the real directory holds the head turn: content, modes, xattrs (set after the crash from the old journal), hard links')
-    t.equal((await records(store)).get('m').version, 6, 'the store is version 6 after its first write (an older cpfs refuses it)')
+    t.equal((await records(store)).get('m').version, 7, 'the store is version 7 after its first write (an older cpfs refuses it)')
 
     w.ok('mount', w.ws)
     t.same(view(w.ws), expected.head, 'the mount shows the same tree')
@@ -423,7 +456,7 @@ if (fuseAvailable(t)) {
 
     // On disk: what was written since the upgrade has the readable names only.
     const now = await records(store)
-    t.equal(now.get('m').version, 6)
+    t.equal(now.get('m').version, 7)
     const legacy = ['t', 'n', 'x', 'o', 'd']
     const written = [...now].filter(([k]) => k[0] === 'e' && Number(k.slice(1, 11)) > 3)
     t.ok(written.length >= 5, 'the layers made after the upgrade')
@@ -435,7 +468,7 @@ if (fuseAvailable(t)) {
   })
 }
 
-t.test('a version-3 store whose last batches are in the write-ahead log: replayed, read, and version 6 with the next batch', async t => {
+t.test('a version-3 store whose last batches are in the write-ahead log: replayed, read, and version 7 with the next batch', async t => {
   const dir = fs.mkdtempSync(join(tmpdir(), 'cpfs-compat-wal-'))
   t.teardown(() => fs.rmSync(dir, { recursive: true, force: true }))
   const now = Date.now()
@@ -467,12 +500,12 @@ t.test('a version-3 store whose last batches are in the write-ahead log: replaye
   const prints = await s.loadFingerprints()
   t.same(prints.get('/a'), { type: null, ino: 0, size: 0, mode: 0, mtime: 0, mtimeNs: 0, ctime: 0, ctimeNs: 0, at: 0 }, 'a fingerprint too')
   t.same(prints.get('/c'), { type: 'f', ino: 7, size: 3, mode: 0o100644, mtime: now, mtimeNs: 1, ctime: now, ctimeNs: 2, at: now }, 'and a real file\'s, with the new names and its time')
-  t.equal(s.meta.version, 6, 'version 6 in memory')
+  t.equal(s.meta.version, 7, 'version 7 in memory')
   await s.batch([{ type: 'put', key: 't0000000001', value: packr.pack({ layer: 1, openedAt: now, message: 'x' }) }])
   await s.close()
   const check = new ClassicLevel<string, Buffer>(join(dir, 'db'), { keyEncoding: 'utf8', valueEncoding: 'buffer' })
   await check.open()
   const m = packr.unpack(await check.get('m'))
   await check.close()
-  t.same({ version: m.version, stack: m.stack, nextIno: m.nextIno }, { version: 6, stack: [1], nextIno: 2 ** 52 + 3 }, 'a batch without the metadata saved it as version 6, otherwise as it was')
+  t.same({ version: m.version, stack: m.stack, nextIno: m.nextIno }, { version: 7, stack: [1], nextIno: 2 ** 52 + 3 }, 'a batch without the metadata saved it as version 7, otherwise as it was')
 })

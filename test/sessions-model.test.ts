@@ -3,6 +3,8 @@
 // exec, kill -9 of the daemon and remount — with random file operations in between. A model
 // (plain directories) says what the mount must show and, after every unmount, what the real
 // directory must hold: what the head view holds is either applied or pending, never neither.
+// Redo goes back one rewind, undo or discard at a time, also after writes and turns (the
+// history is a tree: what was written since is kept as a branch).
 //
 //   CPFS_SESSIONS_SEQUENCES=50 npx tap test/sessions-model.test.ts   (more sequences)
 //   CPFS_SESSIONS_SEED=<seed from a failure>                         (replay one)
@@ -68,7 +70,6 @@ if (fuseAvailable(t)) {
       let redo: Array<{ turns: typeof turns, cur: Awaited<ReturnType<typeof save>> }> = []
       let real = await save()
       let appliedTurns = turns.slice()
-      let wrote = false
       const counter = { n: 0 }
       let ok = true
       let probes = 0
@@ -100,7 +101,6 @@ if (fuseAvailable(t)) {
           const want = errCode(() => op.run(model))
           const got = errCode(() => op.run(w.ws))
           if (want !== got) { ok = false; t.fail(where(`"${op.name}" gave ${got} in the mount and ${want} on disk`)) }
-          if (want === 'ok') { wrote = true; redo = [] }
         }
       }
       const mount = async () => {
@@ -134,13 +134,11 @@ if (fuseAvailable(t)) {
             await w.runAsync(script, model)
             const res = await w.cpfsAsync('exec', w.ws, '--', 'bash', '-c', script)
             if (res.code !== 0) { ok = false; t.fail(where(`exec failed: ${res.stderr}`)) }
-            wrote = true
-            redo = []
             real = await save()
             check('exec applied the command\'s work', manifest(w.ws), real.tree)
             await syncTurns()
             appliedTurns = turns.slice()
-          } else if (r < 0.85 && redo.length && !wrote) {
+          } else if (r < 0.85 && redo.length) {
             history.push('redo (offline)')
             await w.okAsync('redo', w.ws)
             const back = redo.pop()!
@@ -158,7 +156,6 @@ if (fuseAvailable(t)) {
             if (!await alreadyThere(to, redoBefore)) redo.push({ turns, cur: await save() })
             turns = turns.slice(0, to)
             await restore(turns[to - 1])
-            wrote = false
             real = await save()
             check(`an offline rewind to ${to} applied that turn's start`, manifest(w.ws), real.tree)
             await syncTurns()
@@ -172,7 +169,6 @@ if (fuseAvailable(t)) {
           history.push('turn')
           await w.okAsync('turn', w.ws)
           turns.push(await save())
-          redo = []
         } else if (r < 0.68) {
           const to = 1 + Math.floor(rand() * turns.length)
           history.push(`rewind ${to}`)
@@ -181,19 +177,17 @@ if (fuseAvailable(t)) {
           if (!await alreadyThere(to, redoBefore)) redo.push({ turns, cur: await save() })
           turns = turns.slice(0, to)
           await restore(turns[to - 1])
-          wrote = false
           check(`rewind to ${to}`, manifest(w.ws), manifest(model))
         } else if (r < 0.74) {
           history.push('redo')
           const res = await w.cpfsAsync('redo', w.ws)
-          if (redo.length && !wrote) {
+          if (redo.length) {
             if (res.code !== 0) { ok = false; t.fail(where(`redo failed: ${res.stderr}`)) }
             const back = redo.pop()!
             turns = back.turns
             await restore(back.cur)
             check('redo', manifest(w.ws), manifest(model))
           } else if (res.code === 0) {
-            // cpfs may redo where the model has nothing (writes that cancelled out): follow it.
             ok = false
             t.fail(where('redo succeeded where the model had nothing to redo'))
           }
@@ -214,7 +208,6 @@ if (fuseAvailable(t)) {
             turns = appliedTurns.slice(0, st.head - 1)
             turns.push(real)
             await restore(real)
-            wrote = false
           }
         } else {
           history.push('kill -9 the daemon, mount again')

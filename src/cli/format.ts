@@ -6,6 +6,7 @@ import type { StatusInfo, UnmountResult } from '../api.js'
 import type { PruneReport, StoreInfo } from '../housekeeping.js'
 import type { PlanSummary } from '../plans/finish.js'
 import type { TurnInfo } from '../session/session.js'
+import type { RetentionPlan } from '../session/retention-plan.js'
 import type { Change } from '../reports/changes.js'
 import type { Blame } from '../reports/blame.js'
 import type { RewindPreview } from '../reports/preview.js'
@@ -55,9 +56,9 @@ function cell (s: string, n: number): string {
   return s.length > n ? s.slice(0, n - 1) + '…' : s
 }
 
-export function formatLog (turns: TurnInfo[]): string {
+export function formatLog (turns: TurnInfo[], label = (t: TurnInfo): string => (t.head ? '*' : ' ') + String(t.turn)): string {
   const rows = turns.map(t => [
-    (t.head ? '*' : ' ') + String(t.turn),
+    label(t),
     t.openedAt > 0 ? age(t.openedAt) : '-', // 0: a record without its time (offline restores wrote such, issue 19)
     `${t.files} path${t.files === 1 ? '' : 's'}`,
     t.insertions === undefined ? '' : `+${t.insertions} -${t.deletions}`,
@@ -80,6 +81,8 @@ export function formatStatus (s: StatusInfo): string {
     ['turns', String(s.turns)],
     ['pending', `${s.pending} turn${s.pending === 1 ? '' : 's'} not yet applied to the real directory`],
     ['redo', s.redo ? `${s.redo} step${s.redo === 1 ? '' : 's'} available` : 'none'],
+    ['branches', s.branches ? `${s.branches} kept besides the head's (cpfs log --all)` : 'none'],
+    ...(s.retention ? [['retention', describeRetention(s.retention, s.storeBytes)]] : []),
     ['store', `${s.store} (${bytes(s.storeBytes)})`]
   ]
   if (s.ops) {
@@ -96,6 +99,17 @@ export function formatStatus (s: StatusInfo): string {
   return lines.map(([k, v]) => `${k.padEnd(10)} ${v}`).join('\n')
 }
 
+/** What retention drops next and when, in one line (session/retention-plan.ts). */
+function describeRetention (r: RetentionPlan, storeBytes: number): string {
+  const when = r.dueAt === null ? 'never by itself ("auto": false; cpfs prune applies it)' : r.dueAt <= Date.now() ? 'at the next unmount' : `at the first unmount after ${new Date(r.dueAt).toISOString().slice(0, 16).replace('T', ' ')}`
+  const what: string[] = []
+  if (r.branches.length) what.push(`drops branch${r.branches.length === 1 ? '' : 'es'} ${r.branches.join(', ')}`)
+  if (r.turns) what.push(`merges turns 1-${r.turns}`)
+  if (r.maxBytes !== null && storeBytes > r.maxBytes) what.push(`the store is over ${bytes(r.maxBytes)}: the branches left longest ago go, then the oldest turns, until it fits`)
+  const rules = [r.settings.olderThanDays !== undefined ? `older than ${r.settings.olderThanDays} days` : '', r.maxBytes !== null ? `beyond ${bytes(r.maxBytes)}` : '', r.settings.keepBranches !== undefined ? `past ${r.settings.keepBranches} branch${r.settings.keepBranches === 1 ? '' : 'es'}` : '', r.settings.keepTurns !== undefined ? `past ${r.settings.keepTurns} turn${r.settings.keepTurns === 1 ? '' : 's'}` : ''].filter(Boolean).join(', ')
+  return `${when}: ${what.length ? what.join('; ') : 'nothing to drop yet'} (drops what is ${rules || 'nothing: no limits set'})`
+}
+
 /** The watch of writes made underneath the mount, in one line. */
 function describeWatch (w: NonNullable<StatusInfo['underneath']>): string {
   if (w.state !== 'watching' || !('dirs' in w)) return `not watched: ${w.why ?? 'unknown'}`
@@ -107,7 +121,7 @@ function describeWatch (w: NonNullable<StatusInfo['underneath']>): string {
 /** What `cpfs unmount` did, in one line; without a mount it says what it did instead. */
 export function formatUnmount (r: UnmountResult, dir: string): string {
   const turns = (n: number) => `${n} turn${n === 1 ? '' : 's'}`
-  const aside = (n: number) => `${turns(n)} set aside (cpfs redo brings ${n === 1 ? 'it' : 'them'} back until the next write)`
+  const aside = (n: number) => `${turns(n)} set aside as a branch (cpfs redo brings ${n === 1 ? 'it' : 'them'} back)`
   if (r.notMounted) {
     const was = r.notMounted === 'stale' ? `removed the stale mount of ${dir} (its daemon had stopped)` : `${dir} was not mounted`
     if (!r.applied) return `${was}; the real directory was left as it was${r.discarded ? `; ${aside(r.discarded)}` : ''}`
@@ -247,5 +261,5 @@ export function formatAll (list: StoreInfo[]): string {
 
 export function formatPrune (r: PruneReport): string {
   if (r.removed) return `${r.workspace}: orphaned history removed (${bytes(r.before)})`
-  return `${r.workspace}: merged ${r.squashed ?? 0} old turns, deleted ${r.layersDeleted ?? 0} layers and ${r.chunksDeleted ?? 0} chunks; store ${bytes(r.before)} -> ${bytes(r.after)}`
+  return `${r.workspace}: merged ${r.squashed ?? 0} old turns, dropped ${r.branchesDropped ?? 0} branch${r.branchesDropped === 1 ? '' : 'es'}, deleted ${r.layersDeleted ?? 0} layers and ${r.chunksDeleted ?? 0} chunks; store ${bytes(r.before)} -> ${bytes(r.after)}`
 }

@@ -12,7 +12,7 @@ Usage: cpfs <command> [options]
   restore TURN PATH...   restore files or directories to their state at TURN
   fork TURN DEST [DIR]   write the view at TURN into a new directory with its own history
   undo [DIR]             drop everything since the last cpfs turn (--step ID: one step only)
-  redo [DIR]             bring back what the last rewind or undo dropped
+  redo [DIR]             back to the tip the last rewind or undo left (writes since are kept)
   status [DIR]           mounted or not, head, pending turns, store (--all: every store)
   prune [DIR]            retention: merge old turns, delete unreferenced data
   forget [DIR]           delete a workspace's whole history
@@ -25,7 +25,8 @@ Usage: cpfs <command> [options]
   completion bash|zsh|fish  a completion script for your shell (commands, flags, turns)
 
 TURN is a number (cpfs log), an id (cpfs turn --id), or -N counted back from the head:
--1 is the head turn, so cpfs rewind -1 goes back to the last checkpoint.
+-1 is the head turn, so cpfs rewind -1 goes back to the last checkpoint. Turns a rewind
+left are kept as branches (cpfs log --all): bN:T is turn T of branch N, bN its tip.
 Run cpfs <command> --help for options and an example; eval "$(cpfs completion bash)" completes.
 Example session:
   cpfs mount ~/src/app && cd ~/src/app
@@ -57,15 +58,19 @@ be mounted (not mounted, nothing can change, and it says so).
 
 Examples:  cpfs turn -m "refactor the parser"
            cpfs turn --id msg_0142 --prompt "Add a login form"`,
-  log: `Usage: cpfs log [DIR] [--steps] [--json]
+  log: `Usage: cpfs log [DIR] [--all | --graph] [--steps] [--json]
 
 List the turns: number (* marks the head), when it was opened, how many paths, lines (+/-,
 text files) and bytes it changed, its external id, its prompt (what it was opened for) and
 its message (what it did, from cpfs turn -m). --json adds each turn's changed paths. On a
 terminal the list goes through the pager (--no-pager, --color=auto|always|never).
 --steps lists the steps instead (tool calls, commands): number, id, turn, paths, label.
+--all adds every branch: the turns a rewind, undo, discard or redo left, each with the
+turns it shares with the head and its own turns, named bN:T for cpfs rewind. --graph
+draws them as git log --graph does; --json prints {"turns", "branches"}.
 
-Example:  cpfs log --json | jq '.[] | select(.files > 0) | .turn'`,
+Examples: cpfs log --json | jq '.[] | select(.files > 0) | .turn'
+          cpfs log --graph && cpfs rewind b2:7`,
   diff: `Usage: cpfs diff [TURN | A..B] [DIR] [--stat] [--by-step | --by-command] [--json] [--no-pager] [--color WHEN] [-- PATH...]
 
 Show what TURN changed (default: the head turn, so far), or turns A through B (A.. and ..B
@@ -86,7 +91,10 @@ Examples:  cpfs diff 3 --stat
 Make the workspace exactly what it was when TURN (a number, an external id, or -N counted
 back from the head: -1 is the head turn, -2 the one before) began. Rewinding to where the
 workspace is already changes nothing and adds no redo step.
-Mounted: drops the layers of TURN and later in one atomic step (cpfs redo brings them back).
+History is a tree: the turns a rewind leaves are kept as a branch (cpfs log --all), also
+after later writes. TURN may name a turn of any branch, bN:T (T as above), and bN alone
+goes to branch N's tip, as it was when left.
+Mounted: replaces the stack of turns in one atomic step (cpfs redo goes back).
 Not mounted: changes the real directory through a drift-checked, journaled, verified plan;
 --force replaces paths that were changed outside cpfs (their content stays in the store).
 Files open across a live rewind become stale (reads and writes fail with ESTALE); reopen them.
@@ -140,7 +148,9 @@ Examples:  cpfs undo
            cpfs undo --step toolu_01A2B3 --dry-run`,
   redo: `Usage: cpfs redo [DIR] [--force] [--json]
 
-Bring back what the last rewind or undo dropped, as long as nothing was written since.
+Go back to the tip the last rewind, undo or discard left, also after writes: what was
+written since is kept as a branch of its own (cpfs log --all), so both stay. Each redo goes
+back one rewind. To go to any other branch's tip: cpfs rewind bN.
 
 Example:  cpfs undo && cpfs redo`,
   hook: `Usage: cpfs hook claude-code [DIR] [--context]
@@ -195,7 +205,7 @@ Example (an MCP client's configuration):
 
 Mount DIR (default .), run CMD inside it (its working directory is the mount), then unmount:
 apply the result through a verified plan, or with --discard leave the real directory as it
-was (the work is set aside: cpfs redo brings it back until the next write). Exits with
+was (the work is kept as a branch: cpfs redo brings it back). Exits with
 CMD's exit code. Ctrl-C and SIGTERM are passed on to
 CMD, and the mount is always cleaned up.
   --sandbox           run in a private mount namespace: only CMD and its children see the
@@ -206,18 +216,23 @@ CMD, and the mount is always cleaned up.
 
 Examples:  cpfs exec . -- npm test
            cpfs exec . --sandbox --turn-per-command -- "npm ci" "npm run build"`,
-  prune: `Usage: cpfs prune [DIR] [--keep-turns N] [--older-than DAYS] [--max-size SIZE] [--orphans] [--json]
+  prune: `Usage: cpfs prune [DIR] [--keep-turns N] [--keep-branches N] [--older-than DAYS] [--max-size SIZE] [--orphans] [--json]
 
 Keep the store's disk use bounded. Merges the oldest turns into one (so the original tree
 and every kept turn stay rewindable byte-exact; the merged turns in between no longer are),
 then deletes layers and chunks that nothing references any more. Turns are renumbered;
 external ids stay with their turns. Needs the workspace unmounted and its turns applied.
   --keep-turns N      keep the newest N turns
-  --older-than DAYS   merge turns sealed more than DAYS ago
-  --max-size SIZE     merge the oldest turns until the store is at most SIZE (e.g. 2G)
+  --keep-branches N   keep the N branches left most recently (cpfs log --all); drop the others
+  --older-than DAYS   merge turns sealed, and drop branches left, more than DAYS ago
+  --max-size SIZE     drop the branches left longest ago, then merge the oldest turns,
+                      until the store is at most SIZE (e.g. 2G)
   --orphans           delete the history of workspaces that no longer exist
-Without options, the "prune" settings of $CPFS_HOME/config.json apply, e.g.
-  { "prune": { "keepTurns": 50, "olderThanDays": 30, "maxSize": "2G" } }
+Without options, the "prune" settings of $CPFS_HOME/config.json apply, over the defaults
+(olderThanDays 30, maxSize 10G), e.g.
+  { "prune": { "keepTurns": 50, "keepBranches": 20, "olderThanDays": 30, "maxSize": "2G" } }
+The daemon applies the same settings by itself after an unmount, at most once per
+"intervalHours" (default 24; "auto": false turns that off); cpfs status says what goes next.
 
 Example:  cpfs prune ~/src/app --keep-turns 20`,
   forget: `Usage: cpfs forget [DIR] [--yes] [--force] [--json]

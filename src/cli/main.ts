@@ -23,6 +23,7 @@ import { hideRelativeTurns, unhide } from './relative.js'
 import { faultsFromEnv } from '../plans/faults.js'
 import { dirStore, holding, isDirectory, json, lib, note, page, paging, target, workspaceOf, type Command, type Flags } from './common.js'
 import { diffByCommands, diffBySteps, logSteps, stepCommands, undoStepCommand } from './steps.js'
+import { logTree } from './tree.js'
 
 guardPipes()
 
@@ -81,11 +82,12 @@ const commands: Record<string, Command> = {
     }
   },
   log: {
-    options: { ...dirStore, steps: { type: 'boolean' }, ...json, ...paging },
+    options: { ...dirStore, steps: { type: 'boolean' }, all: { type: 'boolean' }, graph: { type: 'boolean' }, ...json, ...paging },
     args: ['DIR?'],
     run: async (pos, f) => {
       if (f.steps) return await logSteps(pos, f)
       const turns = await viaMount(pos, f, 'log', { lines: true }) ?? await (await lib()).log({ ...target(pos, f), lines: true })
+      if (f.all || f.graph) return await logTree(turns, pos, f)
       await page(f)
       out(f.json ? JSON.stringify(turns, null, 2) : formatLog(turns))
       return 0
@@ -182,7 +184,7 @@ const commands: Record<string, Command> = {
         if (resultFile) writeFileSync(resultFile, JSON.stringify(r))
         else if (f.json) out(JSON.stringify(r))
         else if (r.applied) note(`cpfs: ${formatSummary(r.summary!)}`)
-        else process.stderr.write('cpfs: the real directory was left as it was; the work was set aside (cpfs redo brings it back until the next write)\n')
+        else process.stderr.write('cpfs: the real directory was left as it was; the work was kept as a branch (cpfs redo brings it back)\n')
         return r.code
       } catch (err) {
         // Inside a sandbox the outer cpfs reports the error: hand it over in the result file.
@@ -214,7 +216,7 @@ const commands: Record<string, Command> = {
     }
   },
   prune: {
-    options: { ...dirStore, 'keep-turns': { type: 'string' }, 'older-than': { type: 'string' }, 'max-size': { type: 'string' }, orphans: { type: 'boolean' }, ...json },
+    options: { ...dirStore, 'keep-turns': { type: 'string' }, 'keep-branches': { type: 'string' }, 'older-than': { type: 'string' }, 'max-size': { type: 'string' }, orphans: { type: 'boolean' }, ...json },
     args: ['DIR?'],
     run: async (pos, f) => {
       const hk = await import('../housekeeping.js')
@@ -226,7 +228,7 @@ const commands: Record<string, Command> = {
       const reports: Array<import('../housekeeping.js').PruneReport> = []
       if (f.orphans) reports.push(...await hk.pruneOrphans())
       if (!f.orphans || pos.DIR) {
-        reports.push(await showingProgress(Boolean(f.json), () => hk.prune({ ...target(pos, f), keepTurns: num(f['keep-turns'], '--keep-turns'), olderThanDays: num(f['older-than'], '--older-than'), maxSize: f['max-size'] as string | undefined })))
+        reports.push(await showingProgress(Boolean(f.json), () => hk.prune({ ...target(pos, f), keepTurns: num(f['keep-turns'], '--keep-turns'), keepBranches: num(f['keep-branches'], '--keep-branches'), olderThanDays: num(f['older-than'], '--older-than'), maxSize: f['max-size'] as string | undefined })))
       }
       out(f.json ? JSON.stringify(reports, null, 2) : reports.map(formatPrune).join('\n') || 'nothing to prune')
       return 0

@@ -10,6 +10,7 @@ import type { ArgsOf, DaemonStatus, CommandName, MemoryStatus, Request, ResultOf
 import { CpfsError, isCpfsError } from '../errors.js'
 import type { WatchInfo, WatchStatus } from '../store/underneath.js'
 import { normaliseUserPath } from '../paths/paths.js'
+import type { RetentionPlan } from '../session/retention-plan.js'
 import { dirBytes, locateWorkspace, type Location } from '../store/locate.js'
 import { mountAt, mountHolding, stateDirOf, type MountEntry } from '../workspaces.js'
 
@@ -90,6 +91,9 @@ export interface StatusInfo {
   turns: number
   pending: number
   redo: number
+  branches: number
+  /** What retention drops next, and when (session/retention-plan.ts). */
+  retention?: RetentionPlan | null
   store: string
   storeBytes: number
   /** Paths the last plan left alone because another process changed them meanwhile. */
@@ -110,7 +114,7 @@ export interface StatusInfo {
 
 /** Status of a mounted workspace from its daemon's answer. */
 export function statusFromDaemon (loc: Location, s: DaemonStatus, storeBytes = dirBytes(loc.store)): StatusInfo {
-  const out: StatusInfo = { workspace: loc.workspace, mounted: true, stale: false, pid: s.pid, head: s.head, turns: s.turns, pending: s.pending, redo: s.redo, store: loc.store, storeBytes, skipped: s.skipped, ops: s.ops }
+  const out: StatusInfo = { workspace: loc.workspace, mounted: true, stale: false, pid: s.pid, head: s.head, turns: s.turns, pending: s.pending, redo: s.redo, branches: s.branches ?? 0, retention: s.retention ?? null, store: loc.store, storeBytes, skipped: s.skipped, ops: s.ops }
   if (s.spaceRefusedAt) out.spaceRefusedAt = s.spaceRefusedAt
   if (s.underneath) out.underneath = s.underneath
   if (s.memory) out.memory = s.memory

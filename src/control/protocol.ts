@@ -25,6 +25,7 @@ import type { RewindPreview } from '../reports/preview.js'
 import type { PlanSummary } from '../plans/finish.js'
 import type { ProgressEvent } from '../progress.js'
 import type { TurnInfo } from '../session/reports.js'
+import type { BranchInfo } from '../session/branch-log.js'
 import type { SessionStatus } from '../session/session.js'
 import type { MemoryBudgets } from '../store/memory.js'
 
@@ -57,7 +58,7 @@ export interface StackMoved {
 export interface UnmountResult {
   applied: boolean
   summary: PlanSummary | null
-  /** With --discard: turns set aside (cpfs redo brings them back until the next write). */
+  /** With --discard: turns set aside, kept as a branch (cpfs redo brings them back). */
   discarded?: number
   /**
    * Set when no daemon served the workspace: 'stale' (a mount whose daemon was gone, now
@@ -84,9 +85,10 @@ export interface Commands {
   /** `lines`: count inserted and deleted lines; `paths`: list at most this many paths per turn. */
   log: { args: { lines?: boolean, paths?: number }, result: TurnInfo[] }
   ids: { args: undefined, result: string[] }
+  branches: { args: undefined, result: BranchInfo[] }
   rewind: { args: { turn: string }, result: StackMoved }
   undo: { args: undefined, result: StackMoved }
-  redo: { args: undefined, result: StackMoved }
+  redo: { args: { branch?: string } | undefined, result: StackMoved }
   fork: { args: { turn: string, dest: string }, result: { turn: number, dest: string, summary: PlanSummary } }
   restore: { args: { turn: string, paths: string[] }, result: { turn: number, paths: string[] } }
   diff: { args: { spec?: string, patches?: boolean, paths?: string[] }, result: DiffResult }

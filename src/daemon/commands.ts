@@ -14,6 +14,7 @@ import { listSteps } from '../reports/step-list.js'
 import { undoStepIn } from '../session/undo-step.js'
 import { cutPaths, diffTurns, logWithLines, previewRewind } from '../reports/preview.js'
 import type { Session } from '../session/session.js'
+import { branchLog } from '../session/branch-log.js'
 import type { ViewInvalidation } from './invalidation.js'
 import type { WatchInfo } from '../store/underneath.js'
 import { Underneath } from './underneath.js'
@@ -56,9 +57,10 @@ export function daemonHandlers (d: DaemonParts): Handlers {
     turn: async (a) => ({ head: await session.turn({ message: a.message, prompt: a.prompt, id: a.id }) }),
     log: async (a) => cutPaths(await logWithLines(session, Boolean(a?.lines)), typeof a?.paths === 'number' ? a.paths : undefined),
     ids: async () => await session.store.turnIds(),
+    branches: async () => await branchLog(session.history, session.lower),
     rewind: async (a) => await views.around(async () => await session.rewind(String(a.turn))),
     undo: async () => await views.around(async () => await session.undo()),
-    redo: async () => await views.around(async () => await session.redo()),
+    redo: async (a) => await views.around(async () => await session.redo(a?.branch === undefined ? undefined : String(a.branch))),
     fork: async (a) => {
       const t = session.resolveTurn(String(a.turn))
       await session.persister.flushAll(false)

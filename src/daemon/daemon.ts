@@ -22,6 +22,7 @@ import { NO_FAULTS, type Faults } from '../plans/faults.js'
 import { absorbOutsideChanges } from '../plans/absorb.js'
 import type { WatchInfo } from '../store/underneath.js'
 import { Underneath, watchWanted } from './underneath.js'
+import { retainingMarker } from './retention.js'
 import { native } from '../native/index.js'
 import { Session } from '../session/session.js'
 import { isMounted, type Location } from '../store/locate.js'
@@ -166,6 +167,7 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
 
   const pidFile = join(loc.dir, 'daemon.pid')
   fs.writeFileSync(pidFile, String(process.pid) + '\n', { mode: 0o600 })
+  try { fs.unlinkSync(retainingMarker(loc)) } catch {} // left by a retention run that was killed
 
   const ending = new Shutdown({ loc, session, fd, ch, notifier, watch, underneath, pidFile, umask: opts.umask, faults })
   const handlers = daemonHandlers({ session, ch, ops, views, underneath, faults, shutdown: async (mode, force) => await ending.run(mode, force) })

@@ -20,6 +20,7 @@ import type { Session } from '../session/session.js'
 import { isMounted, type Location } from '../store/locate.js'
 import type { WatchInfo } from '../store/underneath.js'
 import { Underneath } from './underneath.js'
+import { dueRetention, retainAndExit } from './retention.js'
 import type { WatcherEvents } from './watchers.js'
 
 /** apply: run the plan to the real directory; discard: set the pending turns aside; keep: neither. */
@@ -47,6 +48,8 @@ export class Shutdown {
   closing = false
   /** The control socket, closed with the mount. */
   server: Server | null = null
+  /** Set once the mount is gone and retention runs (daemon/retention.ts). */
+  retaining = false
 
   constructor (private readonly m: MountParts) {}
 
@@ -69,6 +72,10 @@ export class Shutdown {
 
   /** A signal (`sig`) or a lost connection: end now, keeping the history, never applying. */
   onEnd (why: string, sig?: string): void {
+    if (this.retaining) {
+      process.stderr.write(`cpfs daemon: retention stopped (${sig ?? why}); it runs again after the next unmount\n`)
+      process.exit(0)
+    }
     process.stderr.write(`cpfs daemon: ${why}\n`)
     this.run('keep', false, true).catch((err) => {
       const line = sig ? ` on ${sig}: ${err.message}; exiting anyway (the next cpfs mount recovers)` : `: ${err.message}`
@@ -123,6 +130,7 @@ export class Shutdown {
     const { session } = this.m
     let summary: PlanSummary | null = null
     let discarded: number | undefined
+    let ended = false
     try {
       if (mode === 'apply' && force) {
         await noteUnseenChanges(session)
@@ -134,11 +142,19 @@ export class Shutdown {
         summary = await applyStack(session, { force, faults: this.m.faults })
       }
       if (mode === 'discard') discarded = await session.discard()
+      ended = mode !== 'keep'
     } finally {
       // What the history still needs from the real directory is kept before anyone can edit it.
       await freezeLower(session).catch((err) => process.stderr.write(`cpfs daemon: cannot keep the lower files of unapplied turns: ${err.message}\n`))
-      await session.close()
-      setTimeout(() => process.exit(0), 50)
+      // Retention, when due, after the answer (never while anyone waits on the mount).
+      const retention = ended ? dueRetention(session) : null
+      if (retention) {
+        this.retaining = true
+        setTimeout(() => { void retainAndExit(session, this.m.loc, this.m.pidFile, retention) }, 50)
+      } else {
+        await session.close()
+        setTimeout(() => process.exit(0), 50)
+      }
     }
     return { applied: mode === 'apply', summary, discarded }
   }

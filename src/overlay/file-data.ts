@@ -72,7 +72,6 @@ export class FileData {
     if (!h.writable) throw fsError('EBADF', node.label)
     if (pos + len > MAX_FILE_SIZE) throw fsError('EFBIG', node.label)
     this.hooks.checkSpace(len)
-    this.layer.touched()
     const e = this.layer.headFile(node)
     const modeChanged = (kill !== null || e.xattrs?.[CAPABILITY] !== undefined) && dropPrivileges(e, kill)
     const end = pos + len
@@ -127,7 +126,6 @@ export class FileData {
 
   truncateNode (node: FileNode, size: number, kill: KillSetId | null = null): void {
     if (size > MAX_FILE_SIZE) throw fsError('EFBIG', node.label)
-    this.layer.touched()
     const e = this.layer.headFile(node)
     dropPrivileges(e, kill)
     if (size < e.size) {
@@ -178,7 +176,6 @@ export class FileData {
     if (offset < 0 || length <= 0) throw fsError('EINVAL', node.label)
     const end = offset + length
     if (end > MAX_FILE_SIZE) throw fsError('EFBIG', node.label)
-    this.layer.touched()
     const e = this.layer.headFile(node)
     if (mode & (PUNCH_HOLE | ZERO_RANGE)) this.zeroRange(node, e, offset, end)
     if (!(mode & KEEP_SIZE) && end > e.size) e.size = end

@@ -185,11 +185,6 @@ export class HeadLayer {
     return e
   }
 
-  /** Something is about to change (the first change after a rewind clears the redo stack). */
-  touched (): void {
-    this.hooks.onWrite()
-  }
-
   /** The open file at `from` (if any) now lives at `to` (a rename, or its first link), in e when e is a file. */
   moveNode (from: string, to: string, e: Entry | undefined): void {
     const node = this.nodes.get(from)

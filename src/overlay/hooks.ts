@@ -8,8 +8,6 @@ export interface OverlayHooks {
   allocIno: () => number
   /** Throws ENOSPC when the store cannot take more data. */
   checkSpace: (bytes: number) => void
-  /** The first write after a rewind clears the redo stack. */
-  onWrite: () => void
   /** Data was written into the file at this head path (its entry changed too: size, times). */
   onData?: (path: string) => void
   /** The last handle of a file was closed. */

@@ -43,7 +43,6 @@ export class Metadata {
     const meta = s.mode !== undefined || s.uid !== undefined || s.gid !== undefined || s.atime || s.mtime || s.ctime ||
       (kill !== null && s.size === undefined)
     if (meta) {
-      this.layer.touched()
       let key: string | null
       let e: LiveEntry
       if (node) {
@@ -115,7 +114,6 @@ export class Metadata {
       keep = m.keep
     }
     this.hooks.checkSpace(value.length)
-    this.layer.touched()
     const { e, key } = this.layer.headState(p)
     const x = { ...e.xattrs, [name]: Buffer.from(value) }
     // An ACL that says no more than the mode bits is stored as the mode (as ext4 does).
@@ -129,7 +127,6 @@ export class Metadata {
 
   removexattr (p: string, name: string): void {
     if (this.xattrsOf(p)?.[name] === undefined) throw fsError('ENODATA', p, name)
-    this.layer.touched()
     const { e, key } = this.layer.headState(p)
     const x = { ...e.xattrs }
     delete x[name]

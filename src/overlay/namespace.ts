@@ -53,7 +53,6 @@ export class Namespace {
     if (this.layer.view.resolve(p)) throw fsError('EEXIST', p)
     const parent = this.parentDir(p)
     this.hooks.checkSpace(0)
-    this.layer.touched()
     const n = this.layer.needsWhiteout(p) ? undefined : 1
     const e: FileEntry = { kind: 'f', ...this.layer.newMeta(mode & 0o7777, caller), size: 0, chunks: new Map() }
     this.inherit(parent, e, false)
@@ -69,7 +68,6 @@ export class Namespace {
     if (this.layer.view.resolve(p)) throw fsError('EEXIST', p)
     const parent = this.parentDir(p)
     this.hooks.checkSpace(0)
-    this.layer.touched()
     const n = this.layer.needsWhiteout(p) ? undefined : 1
     // A new directory has no old children: opaque, so nothing below it is ever looked up.
     const e: DirEntry = { kind: 'd', ...this.layer.newMeta(mode & 0o7777, caller), opaque: 1, fresh: 1 }
@@ -85,7 +83,6 @@ export class Namespace {
     if (this.layer.view.resolve(p)) throw fsError('EEXIST', p)
     const parent = this.parentDir(p)
     this.hooks.checkSpace(0)
-    this.layer.touched()
     const n = this.layer.needsWhiteout(p) ? undefined : 1
     const e: NodeEntry = { kind: 'n', ...this.layer.newMeta(mode & 0o7777, caller), fmt, rdev }
     this.inherit(parent, e, false)
@@ -99,7 +96,6 @@ export class Namespace {
     if (this.layer.view.resolve(p)) throw fsError('EEXIST', p)
     const parent = this.parentDir(p)
     this.hooks.checkSpace(0)
-    this.layer.touched()
     const n = this.layer.needsWhiteout(p) ? undefined : 1
     const e: SymlinkEntry = { kind: 'l', ...this.layer.newMeta(0o777, caller), target }
     this.inherit(parent, e, false)
@@ -111,7 +107,6 @@ export class Namespace {
   unlink (p: string): void {
     const r = this.layer.resolve(p)
     if (resolvedType(r) === 'd') throw fsError('EISDIR', p)
-    this.layer.touched()
     this.dropName(p, r)
     this.layer.removePath(p, false)
     this.touchParent(p)
@@ -161,7 +156,6 @@ export class Namespace {
     if (resolvedType(r) !== 'd') throw fsError('ENOTDIR', p)
     if (p === '/') throw fsError('EPERM', p)
     if (this.layer.view.hasEntries(p)) throw fsError('ENOTEMPTY', p)
-    this.layer.touched()
     this.layer.removePath(p, true)
     this.touchParent(p)
   }
@@ -177,7 +171,6 @@ export class Namespace {
     if (this.layer.view.resolve(dst)) throw fsError('EEXIST', dst)
     this.parentDir(dst)
     this.hooks.checkSpace(0)
-    this.layer.touched()
     const { key, rec } = this.linked(src, rs)
     rec.links = (rec.links ?? 1) + 1
     this.layer.stamp(rec, false)

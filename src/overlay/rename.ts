@@ -40,7 +40,6 @@ export class Renamer {
       if (isInoKey(rs.key) && rs.key === rd.key) return false
     }
     this.hooks.checkSpace(0)
-    this.layer.touched()
     if (rd) {
       this.namespace.dropName(dst, rd)
       this.layer.removePath(dst, srcIsDir)

@@ -30,7 +30,6 @@ export class Restorer {
    */
   restore (p: string, src: View): void {
     const r = src.resolve(p)
-    this.layer.touched()
     if (r && p !== '/') this.makeParents(p, src)
     this.removeCurrent(p)
     if (!r) return

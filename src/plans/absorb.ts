@@ -14,6 +14,7 @@ import { realNames } from '../real/lower.js'
 import { ancestors, belowAny, depth, join } from '../paths/paths.js'
 import { resolvedType, type View } from '../overlay/view.js'
 import type { Session } from '../session/session.js'
+import { keepLeft } from '../session/tree.js'
 import { encode, encodeEntry } from '../store/codec.js'
 import { cloneEntry, isInoKey, type Entry } from '../store/entries.js'
 import { fingerprintDrift, fingerprintOf } from '../store/fingerprints.js'
@@ -227,9 +228,10 @@ async function addTurn (session: Session, opts: AbsorbOptions, layer: Map<string
   session.history.adopt(id, layer)
   meta.stack = [...meta.stack.slice(0, cp), id, ...meta.stack.slice(cp)]
   meta.applied = [...meta.applied, id]
-  // Outside changes are writes: a redo now would go back to a stack without them. A refresh
-  // (opts.only, plans/refreshes.ts) is not: redo keeps it (api.ts puts it in the stack redone).
-  if (!opts.only) meta.redo = []
+  // Outside changes are in the real directory: a redo would go back to a stack without them
+  // and take them out again, so the stacks redo held are kept as branches instead (tree.ts). A
+  // refresh (opts.only, plans/refreshes.ts) is not: redo keeps it (api.ts puts it in the stack redone).
+  if (!opts.only) keepRedoAsBranches(session)
   for (const op of session.capture.fingerprintOps()) ops.push(op) // no push(...): it can be 100,000s
   ops.push(session.store.metaOp())
   await write(ops)
@@ -252,10 +254,17 @@ async function extend (session: Session, id: number, layer: Map<string, Entry>, 
   }
   const rec: TurnRecord = { ...session.store.turnRecord(id), sealedAt: Date.now(), message }
   ops.push({ type: 'put', key: turnKey(id), value: encode(rec) })
-  session.meta.redo = []
+  keepRedoAsBranches(session)
   for (const op of session.capture.fingerprintOps()) ops.push(op)
   ops.push(session.store.metaOp())
   await write(ops)
   session.reload()
   return { turn: session.meta.stack.indexOf(id) + 1, paths: [...layer.keys()], layer: id }
+}
+
+/** The stacks redo would go back to become branches (kept, but no longer what `redo` means). */
+function keepRedoAsBranches (session: Session): void {
+  const meta = session.meta
+  keepLeft(session.history, meta.redo.map(stack => ({ stack, by: 'outside changes' as const })), meta.stack)
+  meta.redo = []
 }

@@ -10,12 +10,13 @@ import type { BatchOp } from '../store/keys.js'
 import { capture } from './capture.js'
 import { fingerprintDrift } from '../store/fingerprints.js'
 import { isInoKey } from '../store/entries.js'
+import { keptStacks } from '../store/branches.js'
 import { depth, parentOf } from '../paths/paths.js'
 
 export async function freezeLower (session: Session): Promise<number> {
   const meta = session.meta
   const applied = new Set(session.history.expand(meta.applied))
-  const ids = new Set<number>(session.history.expand([...meta.stack, ...meta.redo.flat(), ...(meta.discarded ?? []).flatMap(d => d.stack)]))
+  const ids = new Set<number>(session.history.expand(keptStacks(meta).flat()))
   const files = new Set<string>()
   const trees = new Set<string>()
   for (const id of ids) {

@@ -1,5 +1,5 @@
-// The history: the stack of layers (one per turn), the redo stack, the turn records, and the
-// layers loaded in memory. It is the one place that loads layers from the store, and the
+// The history: the stack of layers (one per turn), the redo stack, the branches kept (tree.ts),
+// the turn records, and the layers loaded in memory. It is the one place that loads layers from the store, and the
 // only writer of the stack: plans and the session change the history through it.
 import { CpfsError } from '../errors.js'
 import { encode } from '../store/codec.js'
@@ -7,6 +7,8 @@ import type { Entry } from '../store/entries.js'
 import { turnKey, type BatchOp } from '../store/keys.js'
 import type { Store, TurnRecord } from '../store/store.js'
 import { checkId, displayLine, neutralise } from './labels.js'
+import type { LeftBy } from '../store/branches.js'
+import { keepLeft, type Left, type TurnRef } from './tree.js'
 
 /**
  * Labels of a turn record. `prompt`: what the turn was opened for (the hook's prompt, exec's
@@ -34,15 +36,8 @@ export interface StackChange {
   records: TurnRecord[]
   /** Layers this change creates (empty ones, or a restored head prepared in memory). */
   newLayers: number[]
-  /** Set when the old stack is set aside by `unmount --discard`. */
-  discarded?: DiscardedBranch
-}
-
-export interface DiscardedBranch {
-  stack: number[]
-  at: number
-  /** Turns it held that the real directory did not. */
-  pending: number
+  /** Stacks the change leaves: each is kept as a branch when it holds changes of its own (tree.ts). */
+  left?: Left[]
 }
 
 const NO_PARTS: number[] = []
@@ -207,38 +202,51 @@ export class History {
   }
 
   /**
-   * The stack of a rewind to the start of turn t, with what it replaces and the turn records
-   * it writes. Computed first, applied by `apply` — in the same batch as a plan's commit when
-   * the real directory must change with it, so a crash never separates the two.
+   * The stack of a rewind to the start of turn t (of the head's stack, or of the stack `ref`
+   * names: a branch's turn, or its tip), with what it replaces and the turn records it writes.
+   * The stack left is kept (as a branch) and redo returns to it. Computed first, applied by
+   * `apply` — in the same batch as a plan's commit when the real directory must change with
+   * it, so a crash never separates the two. Layers of `ref.stack` must be loaded.
    */
-  rewindChange (t: number): StackChange {
+  rewindChange (t: number | TurnRef, by: LeftBy = 'rewind'): StackChange {
+    const ref: TurnRef = typeof t === 'number' ? { stack: this.meta.stack, turn: t, branch: null } : t
     const old = this.meta.stack.slice()
-    const target: LabelledRecord = this.store.turnRecord(old[t - 1])
+    const left: Left[] = [{ stack: old, by }]
+    if (ref.turn === null) return { stack: ref.stack.slice(), redo: [...this.meta.redo, old], records: [], newLayers: [], left }
+    const target: LabelledRecord = this.store.turnRecord(ref.stack[ref.turn - 1])
     const layer = this.meta.nextLayer++
     // The turn starts again: it keeps what it was opened for, not what it had done.
-    const rec: LabelledRecord = { layer, openedAt: Date.now(), rewound: t }
+    const rec: LabelledRecord = { layer, openedAt: Date.now(), rewound: ref.turn }
     if (target.prompt !== undefined) rec.prompt = target.prompt
     if (target.message !== undefined) rec.message = target.message
     if (target.id !== undefined) rec.id = target.id
-    return { stack: old.slice(0, t - 1).concat(layer), redo: [...this.meta.redo, old], records: [rec], newLayers: [layer] }
+    return { stack: ref.stack.slice(0, ref.turn - 1).concat(layer), redo: [...this.meta.redo, old], records: [rec], newLayers: [layer], left }
+  }
+
+  /**
+   * `redo`: back to the stack the last rewind (or discard) replaced. What was written since
+   * (the head's stack now) is left as a branch of its own: both are kept.
+   */
+  async redoChange (): Promise<StackChange> {
+    const prev = this.meta.redo.at(-1)
+    if (!prev) {
+      const hint = (this.meta.branches ?? []).length ? 'cpfs log --all lists the branches; cpfs redo bN goes to one\'s tip' : 'redo follows a rewind, undo or discard'
+      throw new CpfsError('NOTHING_TO_REDO', 'nothing to redo', hint)
+    }
+    await this.load(prev)
+    return { stack: prev, redo: this.meta.redo.slice(0, -1), records: [], newLayers: [], left: [{ stack: this.meta.stack.slice(), by: 'redo' }] }
   }
 
   /**
    * `unmount --discard`: back to the applied stack plus a new head; the old stack, which held
-   * `pending` turns the real directory does not, is set aside (redo brings it back).
+   * turns the real directory does not, is kept as a branch (redo brings it back).
    */
-  async discardChange (pending: number): Promise<StackChange> {
+  async discardChange (): Promise<StackChange> {
     await this.load(this.meta.applied)
     const old = this.meta.stack.slice()
     const layer = this.meta.nextLayer++
     const rec: LabelledRecord = { layer, openedAt: Date.now(), prompt: 'after discarding' }
-    return {
-      stack: [...this.meta.applied, layer],
-      redo: [...this.meta.redo, old],
-      records: [rec],
-      newLayers: [layer],
-      discarded: { stack: old, at: Date.now(), pending }
-    }
+    return { stack: [...this.meta.applied, layer], redo: [...this.meta.redo, old], records: [rec], newLayers: [layer], left: [{ stack: old, by: 'discard' }] }
   }
 
   /** Make a stack change in memory; returns the store ops of its records (the caller adds metaOp). */
@@ -246,7 +254,7 @@ export class History {
     for (const id of c.newLayers) if (!this.layers.has(id)) this.layers.set(id, new Map())
     this.meta.stack = c.stack.slice()
     this.meta.redo = c.redo.map(r => r.slice())
-    if (c.discarded) this.meta.discarded = [...(this.meta.discarded ?? []), c.discarded]
+    keepLeft(this, c.left ?? [], this.meta.stack)
     return c.records.map(rec => ({ type: 'put' as const, key: turnKey(rec.layer), value: encode(rec) }))
   }
 

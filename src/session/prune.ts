@@ -3,7 +3,9 @@
 // flattened entries, which apply to an empty view exactly as the k layers did) keeps every
 // later turn's view byte-exact, and the first turn (the original tree) too. What is lost is
 // the ability to rewind to the starts of turns 2..k. Turns are renumbered (k-1 fewer);
-// external ids stay with their turns. Redo stacks are cleared.
+// external ids stay with their turns. Branches and redo stacks that hold the same k turns get
+// the merged layer too; a branch that left before turn k keeps its own layers until retention
+// drops it (dropBranches: by age, or the oldest first while the store is too big).
 import { CpfsError } from '../errors.js'
 import { View } from '../overlay/view.js'
 import { encode, encodeEntry } from '../store/codec.js'
@@ -11,6 +13,7 @@ import type { Entry } from '../store/entries.js'
 import { collectGarbage, type GcResult } from '../store/gc.js'
 import { entryKey, turnKey, type BatchOp } from '../store/keys.js'
 import type { TurnRecord } from '../store/store.js'
+import { sameStack, type Branch } from '../store/branches.js'
 import type { Session } from './session.js'
 import { Phase, progressSink } from '../progress.js'
 
@@ -46,7 +49,9 @@ export async function squashOldest (session: Session, k: number): Promise<Squash
   for (const [p, e] of merged) ops.push({ type: 'put', key: entryKey(layer, p), value: encodeEntry(e) })
   meta.stack = [layer, ...stack.slice(k)]
   if (applied.length >= k) meta.applied = [layer, ...applied.slice(k)]
-  meta.redo = []
+  const squash = (st: number[]): number[] => sameStack(st.slice(0, k), old) ? [layer, ...st.slice(k)] : st
+  meta.redo = meta.redo.map(squash)
+  for (const b of meta.branches ?? []) b.stack = squash(b.stack)
   for (const id of old) delete meta.parts?.[id]
   ops.push(session.store.metaOp())
   await session.store.batch(ops, true)
@@ -57,10 +62,15 @@ export async function squashOldest (session: Session, k: number): Promise<Squash
 
 export interface PruneOptions {
   keepTurns?: number
+  /** Keep only the N branches left most recently. */
+  keepBranches?: number
   olderThanDays?: number
 }
 
-export interface PruneResult extends SquashResult, GcResult {}
+export interface PruneResult extends SquashResult, GcResult {
+  /** Branches dropped for their age (olderThanDays). */
+  branchesDropped: number
+}
 
 export async function prune (session: Session, opts: PruneOptions): Promise<PruneResult> {
   const { stack } = session.meta
@@ -76,7 +86,24 @@ export async function prune (session: Session, opts: PruneOptions): Promise<Prun
     }
     k = Math.max(k, n)
   }
+  const cutoff = opts.olderThanDays === undefined ? -Infinity : Date.now() - opts.olderThanDays * 86400_000
+  const newest = [...session.meta.branches ?? []].sort((a, b) => b.leftAt - a.leftAt || b.n - a.n).slice(0, opts.keepBranches ?? Infinity)
+  const branchesDropped = await dropBranches(session, b => b.leftAt < cutoff || !newest.includes(b))
   const sq = await squashOldest(session, k)
   const gc = await collectGarbage(session.store)
-  return { ...sq, ...gc }
+  return { ...sq, ...gc, branchesDropped }
+}
+
+/**
+ * Drop the branches `which` picks (and redo's way back to them); their layers go with the next
+ * garbage collection unless another stack holds them. Returns how many were dropped.
+ */
+export async function dropBranches (session: Session, which: (b: Branch) => boolean): Promise<number> {
+  const meta = session.meta
+  const gone = (meta.branches ?? []).filter(which)
+  if (gone.length === 0) return 0
+  meta.branches = (meta.branches ?? []).filter(b => !gone.includes(b))
+  meta.redo = meta.redo.filter(st => !gone.some(b => sameStack(b.stack, st)))
+  await session.store.batch([session.store.metaOp()], true)
+  return gone.length
 }

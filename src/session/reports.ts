@@ -10,6 +10,7 @@ import type { Space } from './space.js'
 import type { Store } from '../store/store.js'
 import { decode } from '../store/codec.js'
 import { SKIPPED_KEY } from '../store/keys.js'
+import { plannedRetention, type RetentionPlan, type RetentionReader } from './retention-plan.js'
 
 export interface TurnInfo {
   turn: number
@@ -39,9 +40,10 @@ export interface TurnInfo {
  * written again with the bytes it had (tsc rewriting its outputs, a restore to what is
  * there) is in the layer, but changed nothing: "0 paths ... 21 KiB" said otherwise.
  */
-export function turnLog (history: History, lower: Lower, changed?: Array<Set<string>>): TurnInfo[] {
+export function turnLog (history: History, lower: Lower, changed?: Array<Set<string>>, stack = history.meta.stack, from = 0): TurnInfo[] {
   const out: TurnInfo[] = []
-  history.meta.stack.forEach((layer, i) => {
+  stack.forEach((layer, i) => {
+    if (i < from) return
     const rec: LabelledRecord = history.store.turnRecord(layer)
     const entries = turnEntries(history, layer)
     const keep = changed?.[i]
@@ -65,7 +67,7 @@ export function turnLog (history: History, lower: Lower, changed?: Array<Set<str
     }
     // An inode record changed (a write through a hard link): its names changed.
     if (records.length) {
-      const view = View.build(lower, history.expand(history.meta.stack.slice(0, i + 1)).map(id => history.layers.get(id) ?? new Map()))
+      const view = View.build(lower, history.expand(stack.slice(0, i + 1)).map(id => history.layers.get(id) ?? new Map()))
       for (const [ino, e, b] of records) {
         const names = view.namesOf(ino)
         const o = e.kind !== 'w' && e.kind !== 'h' ? e.realPath : undefined
@@ -90,7 +92,7 @@ export function turnLog (history: History, lower: Lower, changed?: Array<Set<str
       id: rec.id ?? null,
       files,
       bytes,
-      head: i === history.meta.stack.length - 1,
+      head: stack === history.meta.stack && i === stack.length - 1,
       changes
     })
   })
@@ -126,6 +128,10 @@ export interface SessionStatus {
   turns: number
   pending: number
   redo: number
+  /** Branches kept besides the head's stack (cpfs log --all). */
+  branches: number
+  /** What retention will drop next, and when (session/retention.ts); null when config.json cannot be read. */
+  retention: RetentionPlan | null
   headChanges: number
   /** Paths the last plan left alone because another process changed them meanwhile. */
   skipped: string[]
@@ -157,9 +163,19 @@ export function sessionStatus (s: StatusParts): SessionStatus {
     turns: s.store.meta.stack.length,
     pending: s.pending(),
     redo: s.store.meta.redo.length,
+    branches: (s.store.meta.branches ?? []).length,
+    retention: retentionOrNull({ meta: s.store.meta, store: s.store }),
     headChanges: s.overlay.head.size,
     skipped: skipped ? decode<string[]>(skipped) : [],
     ...(s.space.refusedAt ? { spaceRefusedAt: s.space.refusedAt } : {}),
     ...(capturing ? { capturing } : {})
+  }
+}
+
+function retentionOrNull (s: RetentionReader): RetentionPlan | null {
+  try {
+    return plannedRetention(s)
+  } catch {
+    return null // a bad config.json is reported by the commands that apply it, not by status
   }
 }

@@ -77,13 +77,12 @@ export async function prepareHeadChange (session: RestoreParts, change: (scratch
   const scratch = new Overlay(view, copy, lower, chunks, {
     onChange: () => {},
     allocIno: () => { session.persister.metaChanged(); return store.allocIno() },
-    checkSpace: () => {},
-    onWrite: () => {}
+    checkSpace: () => {}
   })
   const touched = new Set<string>(await change(scratch, view))
   for (const k of new Set([...head.keys(), ...copy.keys()])) if (head.get(k) !== copy.get(k)) touched.add(k)
   // The new layer is made only when the caller commits it: a restore that changes nothing
-  // leaves the history as it was (no layer, no sealed head, redo kept).
+  // leaves the history as it was (no layer, no sealed head).
   const commit = (): { change: StackChange, preOps: BatchOp[] } => {
     const old = history.headLayer
     const layer = history.meta.nextLayer++
@@ -93,7 +92,7 @@ export async function prepareHeadChange (session: RestoreParts, change: (scratch
     const parts = history.partsOf(old)
     if (parts.length) history.meta.parts![layer] = parts
     const preOps: BatchOp[] = [...copy].map(([p, e]) => ({ type: 'put' as const, key: entryKey(layer, p), value: encodeEntry(e) }))
-    return { change: { stack: [...stack.slice(0, -1), layer], redo: [], records: [rec], newLayers: [layer] }, preOps }
+    return { change: { stack: [...stack.slice(0, -1), layer], redo: history.meta.redo, records: [rec], newLayers: [layer] }, preOps }
   }
   return { view, touched, commit }
 }

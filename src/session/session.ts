@@ -11,8 +11,9 @@
 //  - `turn` seals the head layer with one synced batch and opens an empty one: O(1) in the
 //    size of the tree (it flushes only what is dirty).
 //  - `rewind T` is one synced batch that replaces the stack with turns 1..T-1 plus a fresh
-//    head, and pushes the old stack onto the redo stack. Dropped layers stay in the store
-//    (redo needs them); physical deletion is housekeeping's job.
+//    head, and pushes the old stack onto the redo stack; the old stack is kept as a branch
+//    (tree.ts) when it holds changes of its own, also after later writes. Layers stay in the
+//    store until retention drops their branch; physical deletion is housekeeping's job.
 import { CpfsError } from '../errors.js'
 import { Lower } from '../real/lower.js'
 import { Overlay } from '../overlay/overlay.js'
@@ -32,8 +33,10 @@ import { sessionStatus, turnLog, type SessionStatus, type TurnInfo } from './rep
 import { prepareRestore, restoreSource, type RestorePrepared } from './restore.js'
 import { Space } from './space.js'
 import { Steps, headSealer } from './steps.js'
+import { sharedTurns, type LeftBy } from '../store/branches.js'
+import { branchRef, resolveRef } from './tree.js'
 
-export type { DiscardedBranch, StackChange, TurnOptions } from './history.js'
+export type { StackChange, TurnOptions } from './history.js'
 export type { SessionStatus, TurnInfo } from './reports.js'
 export type { RestorePrepared } from './restore.js'
 export type { StepOptions, StepRecord } from './steps.js'
@@ -77,7 +80,6 @@ export class Session {
       onData: (p) => { this.capture.changed(p); this.persister.changedData(p); this.attribution.note(p) },
       allocIno: () => { this.persister.metaChanged(); return this.store.allocIno() },
       checkSpace: (bytes) => this.space.check(bytes),
-      onWrite: () => this.dropRedo(),
       onCopyUp: (p, size) => this.capture.onCopyUp(p, size),
       // A chunk kept for an open file may be freed now (HeadChunks.release).
       onLastClose: () => { if (this.headChunks.waiting) this.persister.schedule() }
@@ -138,14 +140,6 @@ export class Session {
     this.overlay.reset(view, this.history.layers.get(this.headLayer)!, keepHandles)
   }
 
-  /** A write in the mount: what a rewind set aside can no longer be redone. */
-  private dropRedo (): void {
-    if (this.meta.redo.length > 0) {
-      this.meta.redo = []
-      this.persister.metaChanged()
-    }
-  }
-
   // ---- turns ----------------------------------------------------------------------------
   // turn, rewind, undo and redo change the in-memory stack synchronously, right after
   // collecting the pending changes of the old head, so that no FUSE op can land between
@@ -159,7 +153,6 @@ export class Session {
       await this.steps.sealForTurn()
       const flushed = this.persister.flushAll(false)
       const ops = this.sealHead(opts)
-      this.meta.redo = []
       const committed = this.persister.commit(ops)
       await flushed
       await committed
@@ -235,12 +228,14 @@ export class Session {
     return t === this.head && this.overlay.head.size === 0 && this.history.partsOf(this.headLayer).length === 0 && this.overlay.unsettled()[Symbol.iterator]().next().done === true
   }
 
-  async rewind (spec: string | number): Promise<{ head: number, dropped: number }> {
-    const t = this.resolveTurn(spec)
-    if (this.atStartOf(t)) return { head: this.head, dropped: 0 }
-    const dropped = this.meta.stack.length - t + 1
-    await this.changeStack(() => this.history.rewindChange(t))
-    return { head: this.head, dropped }
+  /** Go to the start of a turn of any branch (tree.ts: N, -N, an id, bN:T), or to a branch's tip (bN). */
+  async rewind (spec: string | number, by: LeftBy = 'rewind'): Promise<{ head: number, dropped: number }> {
+    const ref = resolveRef(this.history, spec)
+    if (ref.branch === null && ref.turn !== null && this.atStartOf(ref.turn)) return { head: this.head, dropped: 0 }
+    const old = this.meta.stack.slice()
+    await this.history.load(ref.stack)
+    await this.changeStack(() => this.history.rewindChange(ref, by))
+    return { head: this.head, dropped: old.length - sharedTurns(old, this.meta.stack) }
   }
 
   /** The turn `undo` goes back to: the head's start, or the one before when the head is empty. */
@@ -251,36 +246,26 @@ export class Session {
   }
 
   async undo (): Promise<{ head: number, dropped: number }> {
-    return await this.rewind(this.undoTarget())
+    return await this.rewind(this.undoTarget(), 'undo')
   }
 
-  /** The change `redo` makes: back to the stack the last rewind (or discard) replaced. */
-  async redoChange (): Promise<StackChange> {
-    const prev = this.meta.redo.at(-1)
-    if (!prev) throw new CpfsError('NOTHING_TO_REDO', 'nothing to redo', 'redo only follows a rewind, undo or discard, before any new write')
-    if (this.overlay.head.size > 0) {
-      throw new CpfsError('NOTHING_TO_REDO', 'cannot redo: the workspace changed since the rewind', 'rewind again to the turn you want')
-    }
-    await this.history.load(prev)
-    return { stack: prev, redo: this.meta.redo.slice(0, -1), records: [], newLayers: [] }
-  }
-
-  async redo (): Promise<{ head: number }> {
-    await this.changeStack(async () => await this.redoChange())
+  /** Back to the stack the last rewind left (History.redoChange), or to a branch's tip (`bN`). */
+  async redo (branch?: string): Promise<{ head: number }> {
+    if (branch !== undefined) return await this.rewind(branchRef(branch), 'redo')
+    await this.changeStack(async () => await this.history.redoChange())
     return { head: this.head }
   }
 
   /**
    * `unmount --discard`: the next session starts from the real directory. What the real
-   * directory does not hold (the pending turns) is set aside as a discarded branch: `cpfs
-   * redo` brings it back until the next write, and it stays in the store (listed by cpfs log)
-   * until pruned. Returns the number of turns set aside, 0 when nothing was pending.
+   * directory does not hold (the pending turns) is kept as a branch: `cpfs redo` brings it
+   * back, and it stays in the store (cpfs log --all) until retention drops it. Returns the number of turns set aside, 0 when nothing was pending.
    */
   async discard (): Promise<number> {
     await this.persister.flushAll(false)
     const pending = this.history.pending()
     if (pending === 0) return 0
-    await this.persister.commit(this.applyChange(await this.history.discardChange(pending)))
+    await this.persister.commit(this.applyChange(await this.history.discardChange()))
     return pending
   }
 

@@ -88,6 +88,7 @@ function layerNames (store: Store): Map<number, string> {
   m.stack.forEach((l, i) => names.set(l, `turn ${i + 1}`))
   m.redo.forEach((s, r) => s.forEach((l, i) => { if (!names.has(l)) names.set(l, `turn ${i + 1} of redo stack ${r + 1}`) }))
   ;(m.discarded ?? []).forEach((d, r) => d.stack.forEach((l, i) => { if (!names.has(l)) names.set(l, `turn ${i + 1} of discarded stack ${r + 1}`) }))
+  for (const b of m.branches ?? []) b.stack.forEach((l, i) => { if (!names.has(l)) names.set(l, `turn b${b.n}:${i + 1}`) })
   m.applied.forEach((l, i) => { if (!names.has(l)) names.set(l, `turn ${i + 1} of the applied view`) })
   // A turn's parts (steps): "a part of turn N".
   for (const [l, parts] of Object.entries(m.parts ?? {})) {

@@ -7,6 +7,7 @@ import { decode, decodeEntry, decodeEntryBy } from './codec.js'
 import type { Entry } from './entries.js'
 import { JOURNAL_KEY, LEGACY_CHUNK_PREFIX, PROCESS_PREFIX, REF_PREFIX, STEP_PREFIX, prefixEnd, stepIdKey, turnKey, type BatchOp } from './keys.js'
 import { decodeRef } from './store.js'
+import { keptStacks } from './branches.js'
 import { RECORD_HEADER } from './pack-format.js'
 import { reclaimPacks, type PackLive } from './repack.js'
 import type { Store } from './store.js'
@@ -26,7 +27,7 @@ function addRefs (e: Entry, live: Set<string>): void {
 export async function collectGarbage (store: Store): Promise<GcResult> {
   if (store.getSync(JOURNAL_KEY)) throw new Error('a plan is in progress; finish it before collecting garbage')
   const meta = store.meta
-  const turnLayers = [...meta.stack, ...meta.applied, ...meta.redo.flat(), ...(meta.discarded ?? []).flatMap(d => d.stack)]
+  const turnLayers = keptStacks(meta).flat()
   // A turn's parts (steps) live as long as the turn does.
   const liveLayers = new Set<number>(turnLayers.flatMap(id => [...(meta.parts?.[id] ?? []), id]))
   if (meta.parts !== undefined) {

@@ -18,9 +18,10 @@ import { PackSet } from './packs.js'
 import { replayWal } from './wal-replay.js'
 import { decodeRef } from './chunk-ref.js'
 import type { ChunkRef } from './pack-format.js'
+import { branchesOfOlderStore, type Branch } from './branches.js'
 
 /** The store version this cpfs writes. */
-export const STORE_VERSION = 6
+export const STORE_VERSION = 7
 
 export type { BatchOp } from './keys.js'
 export { encodeRef, decodeRef } from './chunk-ref.js'
@@ -34,17 +35,19 @@ export interface StoreMeta {
    * 5: chunk bytes in pack files (store/packs.ts), LevelDB holds where they are (r<hex>).
    * 6: steps (session/steps.ts): a turn may be made of several layers (`parts`), which an
    *    older cpfs would not see.
+   * 7: branches (store/branches.ts): stacks a rewind left are kept after writes; an older cpfs
+   *    would collect them. Migrated on open: redo stacks and discarded stacks become branches.
    * Stores of versions 1 to 4 are read (records are converted as they load; their chunks stay
    * in LevelDB's c<hex> keys and are read there) and become version 5 with their next write, so
    * that an older cpfs refuses them instead of misreading them.
    */
-  version: 1 | 2 | 3 | 4 | 5 | 6
+  version: 1 | 2 | 3 | 4 | 5 | 6 | 7
   /** Chunks may be in LevelDB's c<hex> keys (the store was written by version 4 or before). */
   legacyChunks?: boolean
   workspace: string
   /** Layer ids of turns 1..head; the last one is the head layer. */
   stack: number[]
-  /** Stacks that `redo` returns to, most recent last. Cleared by any write. */
+  /** Stacks that `redo` returns to, most recent last (each is kept as a branch too when it holds changes of its own). */
   redo: number[][]
   /** The stack whose view the real directory holds (its layers are never collected). */
   applied: number[]
@@ -65,6 +68,12 @@ export interface StoreMeta {
   nextStep?: number
   /** Steps begun and not ended yet, by number. */
   openSteps?: number[]
+  /** Stacks the workspace left, kept (version 7, store/branches.ts). */
+  branches?: Branch[]
+  /** The next branch's number. */
+  nextBranch?: number
+  /** When retention last ran (session/retention.ts); the interval counts from there. */
+  retainedAt?: number
 }
 
 export interface TurnRecord {
@@ -193,14 +202,14 @@ export class Store {
     const store = this
     const raw = store.db.getSync(META_KEY)
     if (raw) {
-      // (version checked below; an older store is upgraded in memory and saved as 6 with its next batch)
+      // (version checked below; an older store is upgraded in memory and saved as 7 with its next batch)
       try {
         store.meta = decode<StoreMeta>(raw)
       } catch (err) {
         await store.close()
         throw new CpfsError('STORE_CORRUPT', `store ${path} has unreadable metadata`, 'move it aside and mount again; the real directory is unchanged', { cause: err })
       }
-      if (![1, 2, 3, 4, 5, 6].includes(store.meta.version) || !Array.isArray(store.meta.stack)) {
+      if (![1, 2, 3, 4, 5, 6, 7].includes(store.meta.version) || !Array.isArray(store.meta.stack)) {
         await store.close()
         throw new CpfsError('STORE_CORRUPT', `store ${path} has metadata this version does not understand`, 'upgrade cpfs, or move the store aside')
       }
@@ -209,6 +218,10 @@ export class Store {
         // there): moving them all to packs would make the first opening as slow as the store is big.
         // Version 5 differs from 6 only by what it cannot hold (parts): nothing to convert.
         if (store.meta.version < 5) store.meta.legacyChunks = true
+        if (store.meta.version < 7) {
+          store.meta.branches = branchesOfOlderStore(store.meta)
+          store.meta.nextBranch = store.meta.branches.length + 1
+        }
         store.upgradeOp = { type: 'put', key: META_KEY, value: encode({ ...store.meta, version: STORE_VERSION }) }
       }
       store.meta.version = STORE_VERSION
@@ -228,7 +241,7 @@ export class Store {
         throw new CpfsError('NO_HISTORY', `no cpfs history for ${opts.workspace}`, `run cpfs mount ${opts.workspace} first`)
       }
       const now = Date.now()
-      store.meta = { version: STORE_VERSION, workspace: opts.workspace, stack: [1], redo: [], applied: [], nextLayer: 2, nextIno: FIRST_INO, createdAt: now }
+      store.meta = { version: STORE_VERSION, workspace: opts.workspace, stack: [1], redo: [], applied: [], branches: [], nextBranch: 1, nextLayer: 2, nextIno: FIRST_INO, createdAt: now }
       const turn: TurnRecord = { layer: 1, openedAt: now }
       await store.db.batch([
         { type: 'put', key: META_KEY, value: encode(store.meta) },

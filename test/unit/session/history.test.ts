@@ -44,7 +44,7 @@ t.test('turns, rewind and redo change the view, not the real directory', async t
   t.same(fs.readdirSync(join(dir, 'lower', 'w')), ['a.txt'])
 })
 
-t.test('undo goes back to the head\'s start, then a turn further; a write ends redo', async t => {
+t.test('undo goes back to the head\'s start, then a turn further; redo after a write keeps both', async t => {
   const { s, fs: w } = await session(t)
   await t.rejects(s.undo(), { code: 'NOTHING_TO_UNDO' }, 'nothing written yet')
   await w.writeFile('a.txt', 'one')
@@ -59,8 +59,42 @@ t.test('undo goes back to the head\'s start, then a turn further; a write ends r
   await s.redo()
   t.equal(await read(w, 'a.txt'), 'one', 'redo steps forward one undo at a time')
   await w.writeFile('z', 'new')
-  await t.rejects(s.redo(), { code: 'NOTHING_TO_REDO' }, 'a write since: what was set aside cannot come back')
+  t.equal(s.status().redo, 1, 'a write keeps the way back')
+  await s.redo()
+  t.equal(await read(w, 'a.txt'), 'two', 'redo after a write: back to the tip the first undo left')
+  t.equal(await read(w, 'z'), null)
   t.equal(s.status().redo, 0)
+  const written = s.meta.branches!.find(b => b.by === 'redo')
+  t.ok(written, 'what was written after the undo is a branch of its own')
+  await s.rewind(`b${written!.n}`)
+  t.equal(await read(w, 'z'), 'new', 'its tip comes back whole')
+  t.equal(await read(w, 'a.txt'), 'one')
+  await s.redo()
+  t.equal(await read(w, 'a.txt'), 'two', 'going to a branch is a rewind too: redo goes back')
+  await t.rejects(s.redo(), { code: 'NOTHING_TO_REDO' }, 'each redo goes back one rewind: none is left')
+})
+
+t.test('branches: turns of any branch by bN:T, unreachable never', async t => {
+  const { s, fs: w } = await session(t)
+  for (const v of ['one', 'two', 'three']) {
+    await w.writeFile('a.txt', v)
+    await s.turn()
+  }
+  await s.rewind(2)
+  await w.writeFile('b.txt', 'bee')
+  await s.turn()
+  await s.rewind(1)
+  t.same(s.meta.branches!.map(b => b.stack.length), [4, 3], 'both stacks left are kept')
+  const [first, second] = s.meta.branches!
+  await s.rewind(`b${first.n}:3`)
+  t.equal(await read(w, 'a.txt'), 'two', 'the start of turn 3 of the first branch')
+  t.equal(s.head, 3)
+  await s.rewind(`b${second.n}:-1`)
+  t.equal(await read(w, 'b.txt'), 'bee', '-1 counts back from that branch\'s tip turn')
+  await t.rejects(s.rewind('b99:1'), { code: 'UNKNOWN_BRANCH' })
+  await t.rejects(s.rewind(`b${first.n}:9`), { code: 'UNKNOWN_TURN' })
+  await t.rejects(s.redo('3'), { code: 'BAD_BRANCH' })
+  t.ok(s.meta.branches!.every(b => b.stack.at(-1) !== s.headLayer), 'no branch holds the head layer writes go to')
 })
 
 t.test('a rewind to where the workspace already is adds no redo step', async t => {

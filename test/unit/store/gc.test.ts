@@ -16,7 +16,7 @@ import { tmpDir } from '../helpers.js'
 // Entries are looked at through this (the store's field names may change).
 const chunkHexes = (e: Entry): string[] => [...((e as { chunks?: Map<number, Buffer | null> }).chunks?.values() ?? [])].flatMap(c => c ? [c.toString('hex')] : [])
 
-t.test('what a rewind dropped and a write made unreachable is collected; the rest stays', async t => {
+t.test('what a rewind left is kept as a branch; once retention drops the branch it is collected; the rest stays', async t => {
   const dir = tmpDir(t, 'gc')
   const lower = join(dir, 'lower')
   fs.mkdirSync(join(lower, 'w'), { recursive: true })
@@ -32,7 +32,7 @@ t.test('what a rewind dropped and a write made unreachable is collected; the res
   t.equal(droppedHexes.length, 1)
   await session.turn()
   await session.rewind(2)
-  await w.writeFile('after', 'a write: the rewound turns cannot come back')
+  await w.writeFile('after', 'a write: the rewound turns are kept as a branch')
   await close()
 
   const store = await Store.open(storePath, { workspace: lower, create: false })
@@ -41,6 +41,12 @@ t.test('what a rewind dropped and a write made unreachable is collected; the res
   const keptLayer = store.meta.stack[0]
   const keptHexes = chunkHexes((await store.loadLayer(keptLayer)).get('/w/kept')!)
   t.equal(keptHexes.length, 1)
+  t.equal(store.meta.branches!.length, 1, 'the rewound turns are a branch')
+  t.equal((await collectGarbage(store)).layersDeleted, 0, 'gc keeps a branch\'s layers')
+  for (const hex of droppedHexes) t.not(store.getSync(refKey(hex)), undefined, 'and its chunks')
+  store.meta.branches = [] // what prune --keep-branches 0 does (session/prune.ts dropBranches)
+  store.meta.redo = []
+  await store.batch([store.metaOp()], true)
   const r = await collectGarbage(store)
   t.ok(r.layersDeleted >= 2, `the rewound turns' layers (${r.layersDeleted})`)
   t.ok(r.chunksDeleted >= 1, `unreferenced chunks (${r.chunksDeleted})`)
@@ -60,6 +66,6 @@ t.test('what a rewind dropped and a write made unreachable is collected; the res
   t.teardown(close)
   w = inProcess(session, 'w', 0o022)
   t.equal((await w.readFile('kept')).toString(), 'bytes of turn 1', 'the history reads as before')
-  t.equal((await w.readFile('after')).toString(), 'a write: the rewound turns cannot come back')
+  t.equal((await w.readFile('after')).toString(), 'a write: the rewound turns are kept as a branch')
   t.same(await w.readdir(''), ['after', 'kept'])
 })

@@ -1,0 +1,60 @@
+// Branches: the history is a tree. Each stack of turns the workspace left (by a rewind, an
+// undo, a discard, a redo past later writes) and that holds changes no other kept stack holds
+// is kept as a branch, until retention (prune) drops it. Turns are never made unreachable by a
+// write: that is what version 7 of the store adds (see docs/decisions.md, "History is a tree").
+
+/** Why a stack was left: what the user did. */
+export type LeftBy = 'rewind' | 'undo' | 'discard' | 'redo' | 'outside changes' | 'older cpfs'
+
+export interface Branch {
+  /** Its number, never reused: branch bN. */
+  n: number
+  /** Its turns' layers, turn 1 first; the last one is its tip turn. */
+  stack: number[]
+  /** When the workspace left it (ms). */
+  leftAt: number
+  by: LeftBy
+}
+
+/** The parts of the store's metadata (store.ts StoreMeta) that hold stacks. */
+export interface Stacks {
+  stack: number[]
+  applied: number[]
+  redo: number[][]
+  discarded?: Array<{ stack: number[], at: number }>
+  branches?: Branch[]
+  createdAt: number
+}
+
+/** Every stack whose layers the store keeps: the head's, the applied one, redo's, the discarded and the branches. */
+export function keptStacks (meta: Stacks): number[][] {
+  return [meta.stack, meta.applied, ...meta.redo, ...(meta.discarded ?? []).map(d => d.stack), ...(meta.branches ?? []).map(b => b.stack)]
+}
+
+export function sameStack (a: number[], b: number[]): boolean {
+  return a.length === b.length && a.every((x, i) => x === b[i])
+}
+
+/** The number of turns two stacks share from turn 1 (where one branched off the other). */
+export function sharedTurns (a: number[], b: number[]): number {
+  let i = 0
+  while (i < a.length && i < b.length && a[i] === b[i]) i++
+  return i
+}
+
+/**
+ * A store written before version 7 kept what rewinds left only until the next write (redo
+ * stacks) and what `unmount --discard` set aside: both become branches, so an upgrade loses
+ * nothing that was reachable.
+ */
+export function branchesOfOlderStore (meta: Stacks): Branch[] {
+  const out: Branch[] = []
+  let n = 1
+  const add = (stack: number[], leftAt: number, by: LeftBy): void => {
+    if (sameStack(stack, meta.stack) || out.some(b => sameStack(b.stack, stack))) return
+    out.push({ n: n++, stack: stack.slice(), leftAt, by })
+  }
+  for (const d of meta.discarded ?? []) add(d.stack, d.at, 'discard')
+  for (const s of meta.redo) add(s, meta.createdAt, 'older cpfs')
+  return out
+}
