@@ -9,6 +9,8 @@ import { describeChanges, totals, type Change } from './changes.js'
 import { planViews, touchedPaths } from '../plans/planner.js'
 import { findDrift } from '../plans/drift.js'
 import { layersOf, realToStack, viewOf } from '../plans/views.js'
+import { resolveRef, type TurnRef } from '../session/tree.js'
+import { sharedTurns } from '../store/branches.js'
 
 export interface RewindPreview {
   canRewind: boolean
@@ -58,22 +60,23 @@ export async function diffTurns (session: Session, spec: string | undefined, opt
 /** What `rewind spec` would change; never throws for a turn that does not exist. */
 export async function previewRewind (session: Session, spec: string, mounted: boolean): Promise<RewindPreview> {
   const empty = { filesChanged: [], insertions: 0, deletions: 0, changes: [], drift: [] }
-  let t: number
+  let ref: TurnRef
   try {
-    t = session.resolveTurn(spec)
+    ref = resolveRef(session.history, spec) // any branch's turn (bN:T) or tip (bN) too
   } catch (err) {
     if (isCpfsError(err)) return { canRewind: false, error: err.message, ...empty }
     throw err
   }
   await session.persister.flushAll(false)
   const stack = session.meta.stack
-  const targetStack = stack.slice(0, t - 1)
+  const targetStack = ref.turn === null ? ref.stack.slice() : ref.stack.slice(0, ref.turn - 1)
+  const shared = sharedTurns(stack, targetStack)
   let changes: Change[]
   let drift: string[] = []
   if (mounted) {
     const from = await viewOf(session, stack)
     const to = await viewOf(session, targetStack)
-    changes = describeChanges(from, to, touchedPaths(await layersOf(session, stack.slice(t - 1)), []), session.chunks)
+    changes = describeChanges(from, to, touchedPaths(await layersOf(session, stack.slice(shared)), await layersOf(session, targetStack.slice(shared))), session.chunks)
   } else {
     const { expected, target, touched } = await realToStack(session, targetStack)
     changes = describeChanges(expected, target, touched, session.chunks)
