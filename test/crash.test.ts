@@ -185,8 +185,8 @@ print(sum(f.read(1 << 20) != ${block} for i in range(${durable})))"`)
     await w.okAsync('turn', w.ws)
     await w.runAsync('head -c 8388608 /dev/urandom > drop.bin')
     await w.okAsync('turn', w.ws)
-    await w.okAsync('rewind', '2', w.ws) // drop.bin's turn is rewound away...
-    await w.runAsync('echo after > after.txt') // ...and a write makes it unreachable: its chunks are dead
+    await w.okAsync('rewind', '2', w.ws) // drop.bin's turn is rewound away, kept as a branch...
+    await w.runAsync('echo after > after.txt') // ...which each prune below drops (--keep-branches 0): its chunks are dead
     await w.okAsync('unmount', w.ws)
     const store = JSON.parse(await w.okAsync('status', w.ws, '--json')).store
     const packs = (): string[] => fs.readdirSync(join(store, 'packs')).sort()
@@ -205,12 +205,12 @@ print(sum(f.read(1 << 20) != ${block} for i in range(${durable})))"`)
     }
     for (const at of ['copied', 'switched']) {
       w.env.CPFS_TEST_CRASH_IN_REPACK = at
-      const r = await w.cpfsAsync('prune', w.ws)
+      const r = await w.cpfsAsync('prune', w.ws, '--keep-branches', '0')
       delete w.env.CPFS_TEST_CRASH_IN_REPACK
       t.equal(r.code, 128, `prune killed after the repack ${at} the live chunks`)
       await check(`killed after the repack ${at} them`)
     }
-    const done = await w.cpfsAsync('prune', w.ws)
+    const done = await w.cpfsAsync('prune', w.ws, '--keep-branches', '0')
     t.equal(done.code, 0, `the next prune runs through: ${done.stderr}`)
     await check('after the last prune')
     const after = packs()
