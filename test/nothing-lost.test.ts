@@ -52,7 +52,7 @@ if (fuseAvailable(t)) {
     const before = manifest(w.ws)
     const r = w.cpfs('exec', w.ws, '--discard', '--', 'sh', '-c', 'echo junk > junk.txt')
     t.equal(r.code, 0)
-    t.match(r.stderr, /set aside \(cpfs redo brings it back/, 'exec says how to get it back')
+    t.match(r.stderr, /kept as a branch \(cpfs redo brings it back/, 'exec says how to get it back')
     w.ok('mount', w.ws)
     t.notOk(fs.existsSync(join(w.ws, 'junk.txt')), 'the next mount does not show the discarded file')
     w.ok('unmount', w.ws)
@@ -62,7 +62,7 @@ if (fuseAvailable(t)) {
     // Discard in a mounted session, then bring it back.
     w.ok('mount', w.ws)
     w.run('echo work > work.txt')
-    t.match(w.ok('unmount', w.ws, '--discard'), /1 turn set aside \(cpfs redo brings it back/)
+    t.match(w.ok('unmount', w.ws, '--discard'), /1 turn set aside as a branch \(cpfs redo brings it back/)
     t.same(manifest(w.ws), before, 'discard leaves the real directory as it was')
     w.ok('redo', w.ws)
     t.equal(w.run('cat work.txt'), 'work\n', 'redo applies the discarded work to the real directory')
