@@ -408,6 +408,7 @@ if (fuseAvailable(t)) {
     t.same(files(), expected.turn3, 'redo goes back, over a write')
     w.ok('unmount', w.ws)
     t.equal((await records(store)).get('m').version, 7, 'the store is version 7')
+    t.equal((await records(store)).get('m').discarded, undefined, 'the discarded stack lives on as a branch only, which retention can drop')
     t.equal(JSON.parse(w.ok('log', '--all', '--json', w.ws)).branches.filter((b: any) => b.turns.some((x: any) => x.changes.some((c: any) => c.path === '/new.txt'))).length, 1, 'the write made before that redo is a branch too')
     t.equal(w.cpfs('fsck', w.ws).code, 0, 'cpfs fsck finds nothing wrong')
   })

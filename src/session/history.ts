@@ -230,7 +230,7 @@ export class History {
   async redoChange (): Promise<StackChange> {
     const prev = this.meta.redo.at(-1)
     if (!prev) {
-      const hint = (this.meta.branches ?? []).length ? 'cpfs log --all lists the branches; cpfs redo bN goes to one\'s tip' : 'redo follows a rewind, undo or discard'
+      const hint = (this.meta.branches ?? []).length ? 'cpfs log --all lists the branches; cpfs rewind bN goes to one\'s tip' : 'redo follows a rewind, undo or discard'
       throw new CpfsError('NOTHING_TO_REDO', 'nothing to redo', hint)
     }
     await this.load(prev)
@@ -265,10 +265,10 @@ export class History {
     await this.store.batch([{ type: 'put', key: turnKey(rec.layer), value: encode(rec) }], true)
   }
 
-  /** The turns (numbers) of the stack that carry this id. */
-  private turnsWithId (id: string): number[] {
+  /** The turns (numbers) of a stack (default: the head's) that carry this id. */
+  turnsWithId (id: string, stack = this.meta.stack): number[] {
     const out: number[] = []
-    this.meta.stack.forEach((layer, i) => { if (this.store.turnRecord(layer).id === id) out.push(i + 1) })
+    stack.forEach((layer, i) => { if (this.store.turnRecord(layer).id === id) out.push(i + 1) })
     return out
   }
 }

@@ -14,6 +14,7 @@ import { collectGarbage, type GcResult } from '../store/gc.js'
 import { entryKey, turnKey, type BatchOp } from '../store/keys.js'
 import type { TurnRecord } from '../store/store.js'
 import { sameStack, type Branch } from '../store/branches.js'
+import { pruneTargets } from './retention-plan.js'
 import type { Session } from './session.js'
 import { Phase, progressSink } from '../progress.js'
 
@@ -68,28 +69,14 @@ export interface PruneOptions {
 }
 
 export interface PruneResult extends SquashResult, GcResult {
-  /** Branches dropped for their age (olderThanDays). */
+  /** Branches dropped for their age, their number, or the store's size. */
   branchesDropped: number
 }
 
 export async function prune (session: Session, opts: PruneOptions): Promise<PruneResult> {
-  const { stack } = session.meta
-  let k = 0
-  if (opts.keepTurns !== undefined) k = Math.max(k, stack.length - opts.keepTurns)
-  if (opts.olderThanDays !== undefined) {
-    const cutoff = Date.now() - opts.olderThanDays * 86400_000
-    let n = 0
-    while (n < stack.length - 1) {
-      const rec = session.store.turnRecord(stack[n])
-      if (!rec.sealedAt || rec.sealedAt >= cutoff) break
-      n++
-    }
-    k = Math.max(k, n)
-  }
-  const cutoff = opts.olderThanDays === undefined ? -Infinity : Date.now() - opts.olderThanDays * 86400_000
-  const newest = [...session.meta.branches ?? []].sort((a, b) => b.leftAt - a.leftAt || b.n - a.n).slice(0, opts.keepBranches ?? Infinity)
-  const branchesDropped = await dropBranches(session, b => b.leftAt < cutoff || !newest.includes(b))
-  const sq = await squashOldest(session, k)
+  const { branches, turns } = pruneTargets(session, opts)
+  const branchesDropped = await dropBranches(session, b => branches.includes(b))
+  const sq = await squashOldest(session, turns)
   const gc = await collectGarbage(session.store)
   return { ...sq, ...gc, branchesDropped }
 }

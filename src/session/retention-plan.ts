@@ -3,6 +3,7 @@
 import { CpfsError } from '../errors.js'
 import { parseSize, readConfig } from '../store/config.js'
 import type { StoreMeta, TurnRecord } from '../store/store.js'
+import type { Branch } from '../store/branches.js'
 import { branchName } from './tree.js'
 
 /** What of a session (session.ts) the plan reads: kept apart so that status can use it. */
@@ -51,16 +52,22 @@ export interface RetentionPlan {
 }
 
 export function plannedRetention (session: RetentionReader, s = retentionSettings()): RetentionPlan {
-  const meta = session.meta
-  const now = Date.now()
+  const { branches, turns } = pruneTargets(session, s)
+  return { dueAt: s.auto === false ? null : retentionDueAt(session, s), branches: branches.map(branchName), turns, maxBytes: s.maxSize === undefined ? null : parseSize(s.maxSize), settings: s }
+}
+
+/**
+ * What a prune drops for age and number: the branches left before the cutoff or past the
+ * keepBranches newest, and how many of the oldest turns it merges (0, or 2 and more; the head
+ * turn never). One rule for prune.ts, which applies it, and for status, which shows it.
+ */
+export function pruneTargets (r: RetentionReader, s: Pick<RetentionSettings, 'keepTurns' | 'keepBranches' | 'olderThanDays'>, now = Date.now()): { branches: Branch[], turns: number } {
+  const { stack, branches = [] } = r.meta
   const cutoff = s.olderThanDays === undefined ? -Infinity : now - s.olderThanDays * 86400_000
-  const newest = [...meta.branches ?? []].sort((a, b) => b.leftAt - a.leftAt || b.n - a.n).slice(0, s.keepBranches ?? Infinity)
-  const branches = (meta.branches ?? []).filter(b => b.leftAt < cutoff || !newest.includes(b)).map(branchName)
-  let k = s.keepTurns === undefined ? 0 : Math.max(0, meta.stack.length - s.keepTurns)
+  const newest = [...branches].sort((a, b) => b.leftAt - a.leftAt || b.n - a.n).slice(0, s.keepBranches ?? Infinity)
   let aged = 0
-  while (aged < meta.stack.length - 1 && (session.store.turnRecord(meta.stack[aged]).sealedAt ?? Infinity) < cutoff) aged++
-  k = Math.min(Math.max(k, aged), meta.stack.length - 1)
-  const turns = k < 2 ? 0 : k
-  return { dueAt: s.auto === false ? null : retentionDueAt(session, s), branches, turns, maxBytes: s.maxSize === undefined ? null : parseSize(s.maxSize), settings: s }
+  while (aged < stack.length - 1 && (r.store.turnRecord(stack[aged]).sealedAt ?? Infinity) < cutoff) aged++
+  const k = Math.min(Math.max(s.keepTurns === undefined ? 0 : stack.length - s.keepTurns, aged), stack.length - 1)
+  return { branches: branches.filter(b => b.leftAt < cutoff || !newest.includes(b)), turns: k < 2 ? 0 : k }
 }
 

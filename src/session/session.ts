@@ -259,7 +259,8 @@ export class Session {
   /**
    * `unmount --discard`: the next session starts from the real directory. What the real
    * directory does not hold (the pending turns) is kept as a branch: `cpfs redo` brings it
-   * back, and it stays in the store (cpfs log --all) until retention drops it. Returns the number of turns set aside, 0 when nothing was pending.
+   * back, and it stays in the store (cpfs log --all) until retention drops it. Returns the
+   * number of turns set aside, 0 when nothing was pending.
    */
   async discard (): Promise<number> {
     await this.persister.flushAll(false)

@@ -31,6 +31,7 @@ export interface TreeHistory {
   readonly store: { turnRecord: (layer: number) => TurnRecord & { prompt?: string, summary?: string } }
   partsOf: (layer: number) => number[]
   resolveTurn: (spec: string | number) => number
+  turnsWithId: (id: string, stack: number[]) => number[]
 }
 
 export function branchName (b: Branch | number): string {
@@ -49,7 +50,7 @@ export function resolveRef (history: TreeHistory, spec: string | number): TurnRe
     if (!(err instanceof CpfsError) || err.code !== 'UNKNOWN_TURN') throw err
     const m = BRANCH_REF.exec(s)
     if (m) return onBranch(history, findBranch(history, Number(m[1])), m[2])
-    const found = (history.meta.branches ?? []).flatMap(b => turnsWithId(history, b.stack, s).map(t => ({ b, t })))
+    const found = (history.meta.branches ?? []).flatMap(b => history.turnsWithId(s, b.stack).map(t => ({ b, t })))
     if (found.length === 1) return { stack: found[0].b.stack, turn: found[0].t, branch: found[0].b.n }
     if (found.length > 1) throw new CpfsError('AMBIGUOUS_ID', `the id "${displayLine(s)}" names turns ${found.map(f => `${branchName(f.b)}:${f.t}`).join(' and ')}`, 'use bN:T from cpfs log --all')
     if (/^\d+$|^-\d+$/.test(s) || (history.meta.branches ?? []).length === 0) throw err
@@ -76,14 +77,8 @@ function onBranch (history: TreeHistory, b: Branch, t: string | undefined): Turn
     const n = Number(t)
     return n >= 1 && n <= len ? { stack: b.stack, turn: n, branch: b.n } : bad()
   }
-  const named = turnsWithId(history, b.stack, t)
+  const named = history.turnsWithId(t, b.stack)
   return named.length === 1 ? { stack: b.stack, turn: named[0], branch: b.n } : bad()
-}
-
-function turnsWithId (history: TreeHistory, stack: number[], id: string): number[] {
-  const out: number[] = []
-  stack.forEach((layer, i) => { if (history.store.turnRecord(layer).id === id) out.push(i + 1) })
-  return out
 }
 
 /**

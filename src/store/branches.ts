@@ -23,6 +23,7 @@ export interface Stacks {
   redo: number[][]
   discarded?: Array<{ stack: number[], at: number }>
   branches?: Branch[]
+  nextBranch?: number
   createdAt: number
 }
 
@@ -45,9 +46,16 @@ export function sharedTurns (a: number[], b: number[]): number {
 /**
  * A store written before version 7 kept what rewinds left only until the next write (redo
  * stacks) and what `unmount --discard` set aside: both become branches, so an upgrade loses
- * nothing that was reachable.
+ * nothing that was reachable. The discarded list is emptied: retention drops branches, and a
+ * stack still listed there would be kept for ever.
  */
-export function branchesOfOlderStore (meta: Stacks): Branch[] {
+export function keepAsBranches (meta: Stacks): void {
+  meta.branches = branchesOfOlderStore(meta)
+  meta.nextBranch = meta.branches.length + 1
+  delete meta.discarded
+}
+
+function branchesOfOlderStore (meta: Stacks): Branch[] {
   const out: Branch[] = []
   let n = 1
   const add = (stack: number[], leftAt: number, by: LeftBy): void => {

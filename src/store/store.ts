@@ -18,7 +18,7 @@ import { PackSet } from './packs.js'
 import { replayWal } from './wal-replay.js'
 import { decodeRef } from './chunk-ref.js'
 import type { ChunkRef } from './pack-format.js'
-import { branchesOfOlderStore, type Branch } from './branches.js'
+import { keepAsBranches, type Branch } from './branches.js'
 
 /** The store version this cpfs writes. */
 export const STORE_VERSION = 7
@@ -218,10 +218,7 @@ export class Store {
         // there): moving them all to packs would make the first opening as slow as the store is big.
         // Version 5 differs from 6 only by what it cannot hold (parts): nothing to convert.
         if (store.meta.version < 5) store.meta.legacyChunks = true
-        if (store.meta.version < 7) {
-          store.meta.branches = branchesOfOlderStore(store.meta)
-          store.meta.nextBranch = store.meta.branches.length + 1
-        }
+        if (store.meta.version < 7) keepAsBranches(store.meta)
         store.upgradeOp = { type: 'put', key: META_KEY, value: encode({ ...store.meta, version: STORE_VERSION }) }
       }
       store.meta.version = STORE_VERSION
