@@ -12,7 +12,8 @@ const WHY: Record<BranchInfo['by'], string> = {
   discard: 'unmount --discard',
   redo: 'a redo (what was written after a rewind)',
   'outside changes': 'changes made outside cpfs (redo could no longer go back)',
-  'older cpfs': 'a rewind before this version of cpfs'
+  'older cpfs': 'a rewind before this version of cpfs',
+  sandbox: 'a sandboxed run (cpfs exec --sandbox)'
 }
 
 function left (b: BranchInfo): string {

@@ -4,7 +4,7 @@
 // write: that is what version 7 of the store adds (see docs/decisions.md, "History is a tree").
 
 /** Why a stack was left: what the user did. */
-export type LeftBy = 'rewind' | 'undo' | 'discard' | 'redo' | 'outside changes' | 'older cpfs'
+export type LeftBy = 'rewind' | 'undo' | 'discard' | 'redo' | 'outside changes' | 'older cpfs' | 'sandbox'
 
 export interface Branch {
   /** Its number, never reused: branch bN. */
@@ -14,6 +14,16 @@ export interface Branch {
   /** When the workspace left it (ms). */
   leftAt: number
   by: LeftBy
+  /** What made it, for a sandboxed run's branch: the command line. */
+  what?: string
+  /**
+   * How many leading layers of `stack` are the base its own work started from, when that is not
+   * simply the turns it shares with the head (a sandboxed run: the layers the real directory held
+   * when it started, and the layer pinning what it found). Merges compare against that base.
+   */
+  mergeBase?: number
+  /** Paths whose base is not known for sure (changed in the real directory during the run): a merge refuses them. */
+  unsure?: string[]
 }
 
 /** The parts of the store's metadata (store.ts StoreMeta) that hold stacks. */
