@@ -13,7 +13,7 @@ import { dirname, join } from 'node:path'
 import { gunzipSync } from 'node:zlib'
 import { ClassicLevel } from 'classic-level'
 import { Packr } from 'msgpackr'
-import { CLI, ROOT, fuseAvailable, stopDaemon, workspace, type Env } from './helpers.js'
+import { CLI, ROOT, daemonsGone, fuseAvailable, stopDaemon, workspace, type Env } from './helpers.js'
 import { frontDecode } from '../src/plans/journal.js'
 import { Store } from '../src/store/store.js'
 import { Wal } from '../src/store/wal.js'
@@ -285,6 +285,9 @@ if (fuseAvailable(t)) {
 
   /** Every record of the store, decoded (chunks left out). */
   async function records (store: string): Promise<Map<string, any>> {
+    // An old store's unmount is followed by the daemon's automatic retention (its createdAt is
+    // long past): the store is that daemon's until it exits.
+    if (!await daemonsGone(store)) throw new Error(`a daemon still holds ${store}`)
     const db = new ClassicLevel<string, Buffer>(join(store, 'db'), { keyEncoding: 'utf8', valueEncoding: 'buffer' })
     await db.open()
     const out = new Map<string, any>()
@@ -328,6 +331,8 @@ if (fuseAvailable(t)) {
     w.ok('unmount', w.ws)
     t.ok(fs.readFileSync(join(w.ws, 'after.bin')).equals(fresh), 'a write after the upgrade is applied byte-exact')
     t.equal(createHash('sha256').update(fs.readFileSync(join(w.ws, 'wal.bin'))).digest('hex'), expected.head.tree['wal.bin'].sha, 'and so is a file that was only in the old log')
+    // The unmount answered; the daemon's retention (the store is old) may still write packs.
+    t.ok(await daemonsGone(store), 'the daemon is gone after its retention run')
     const packs = fs.readdirSync(join(store, 'packs'))
     t.ok(packs.length >= 1 && packs.every(n => /^\d{10}-[0-9a-f]{64}\.pack$/.test(n)), `new chunks are in sealed pack files: ${packs.join(' ')}`)
     const now = await records(store)

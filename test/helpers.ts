@@ -272,6 +272,33 @@ export async function exited (pid: number, guardMs = HANG_GUARD_MS): Promise<boo
 }
 
 /**
+ * Wait until no cpfs daemon whose location names `under` (a store, or a CPFS_HOME) is running.
+ * A daemon can outlive its unmount's answer: it applies retention then (daemon/retention.ts),
+ * still holding the store, and rewrites its pid file, so it is found by its command line.
+ */
+export async function daemonsGone (under: string, guardMs = HANG_GUARD_MS): Promise<boolean> {
+  const running = (): boolean => {
+    for (const pid of fs.readdirSync('/proc')) {
+      if (!/^\d+$/.test(pid)) continue
+      let argv: string[]
+      try {
+        argv = fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')
+      } catch {
+        continue
+      }
+      const i = argv.findIndex(a => a.endsWith('/daemon/main.js'))
+      if (i >= 0 && (argv[i + 1] ?? '').includes(under)) return true
+    }
+    return false
+  }
+  for (const end = Date.now() + guardMs; Date.now() < end;) {
+    if (!running()) return true
+    await sleep(50)
+  }
+  return !running()
+}
+
+/**
  * Stop the daemon the way SIGTERM does: unmounted, nothing applied, nothing discarded — the
  * turns stay pending, for tests of plans run offline by the next command.
  */
