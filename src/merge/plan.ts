@@ -186,10 +186,13 @@ function take (p: string, T: State | null, O: State | null): Decision {
   return { keep: false, op: { op: 'take', path: p, change }, result: T }
 }
 
-/** A change to a file with several names is refused. */
-function refuseLinked (d: Decision, ...states: Array<State | null>): Decision {
+/**
+ * A change to a file with several names is refused: ours' (the names the change would touch or
+ * split) or theirs' (the state it would make). Base's names are history, not touched.
+ */
+function refuseLinked (d: Decision, _base: State | null, theirs: State | null, ours: State | null): Decision {
   if ('conflict' in d || d.keep) return d
-  return states.some(s => s !== null && s.names > 1) ? { conflict: 'hard link' } : d
+  return [theirs, ours].some(s => s !== null && s.names > 1) ? { conflict: 'hard link' } : d
 }
 
 /** The one mode both changes agree on, or null when both changed it differently. */

@@ -65,50 +65,64 @@ export async function mergeBranchIn (session: Session, spec: string, opts: { dry
 }
 
 async function mergeIn (session: Session, sources: () => Sources, opts: { dryRun?: boolean }): Promise<MergeResult> {
-  let src = sources() // bad input fails here, before anything is sealed
-  if (!opts.dryRun) {
-    // Pending work becomes a turn of its own (a process may write meanwhile: seal again).
-    for (let i = 0; i < 5 && !session.atStartOf(session.head); i++) await session.turn()
-    src = sources()
-  }
-  const { history, lower, chunks } = session
-  await history.load([...src.base, ...src.theirs])
-  const baseView = View.build(lower, history.entriesOf(src.base))
-  const theirsView = View.build(lower, history.entriesOf(src.theirs))
-  const between = history.entriesOf(src.between)
-  const result = (plan: MergePlan, applied: boolean, turn: number | null): MergeResult => ({
-    what: src.what,
-    dryRun: Boolean(opts.dryRun),
-    applied,
-    turn,
-    head: session.head,
-    changes: plan.ops.map(op => ({ path: op.path, change: op.change })),
-    conflicts: plan.conflicts
-  })
-
-  // From here to the end of applying: synchronous, one step on the daemon's thread.
-  const ov = session.overlay
-  const ours = new Side(ov.view, overlayReader(ov), (p) => ov.fileAt(p) === null)
-  const base = new Side(baseView, viewReader(baseView, chunks))
-  const theirs = new Side(theirsView, viewReader(theirsView, chunks))
-  const plan = planMerge(base, theirs, ours, mergePaths(between, [baseView, theirsView, ov.view]), { unsure: src.unsure })
-  if (opts.dryRun || plan.conflicts.length > 0 || plan.ops.length === 0) return result(plan, false, null)
+  // Planned first as it stands: bad input, a conflict or nothing to do changes nothing, not
+  // even the pending work's turn.
+  const first = planNow(session, await loaded(session, sources()))
+  if (opts.dryRun || first.plan.conflicts.length > 0 || first.plan.ops.length === 0) return first.result(first.plan, false, null, Boolean(opts.dryRun))
+  // Pending work becomes a turn of its own (a process may write meanwhile: seal again).
+  for (let i = 0; i < 5 && !session.atStartOf(session.head); i++) await session.turn()
+  const src0 = await loaded(session, sources())
+  const { plan, src, theirsView, result } = planNow(session, src0)
+  // No await from here to the end of applying: one synchronous step on the daemon's thread.
+  if (plan.conflicts.length > 0 || plan.ops.length === 0) return result(plan, false, null, false)
   if (!session.atStartOf(session.head)) {
     throw new CpfsError('MERGE_FAILED', `${src.what}: the workspace kept changing while its pending work was being sealed; nothing was changed`, 'run it again once the processes in the workspace are done writing')
   }
   const touched = new Set<string>()
   try {
-    session.persister.collect(touched, () => applyMerge(ov, plan.ops, theirsView))
+    session.persister.collect(touched, () => applyMerge(session.overlay, plan.ops, theirsView))
   } catch (err: any) {
     dropHead(session, touched)
-    throw new CpfsError('MERGE_FAILED', `${src.what} failed halfway (${String(err?.message ?? err).split('\n')[0]}); what it had done was dropped, nothing was changed`, 'see the daemon log (cpfs status shows where it is), and cpfs merge/revert --dry-run for the plan')
+    throw new CpfsError('MERGE_FAILED', `${src.what} failed halfway (${String(err?.message ?? err).split('\n')[0]}); what it had done was dropped, nothing was changed`, 'see the daemon log, and the plan with --dry-run')
   } finally {
     session.onViewChange?.(touched)
   }
   await session.persister.flushAll(true)
   const turn = session.head
   await session.turn({ message: src.what })
-  return result(plan, true, turn)
+  return result(plan, true, turn, false)
+}
+
+/** The sources, once their layers are in memory. */
+async function loaded (session: Session, src: Sources): Promise<Sources> {
+  await session.history.load([...src.base, ...src.theirs])
+  return src
+}
+
+/**
+ * The plan on the live view as it is now, made synchronously: a caller that applies it right
+ * after (no await between) applies it to exactly what it was made on.
+ */
+function planNow (session: Session, src: Sources) {
+  const { history, lower, chunks } = session
+  const baseView = View.build(lower, history.entriesOf(src.base))
+  const theirsView = View.build(lower, history.entriesOf(src.theirs))
+  const ov = session.overlay
+  const ours = new Side(ov.view, overlayReader(ov), (p) => ov.fileAt(p) === null)
+  const base = new Side(baseView, viewReader(baseView, chunks))
+  const theirs = new Side(theirsView, viewReader(theirsView, chunks))
+  const paths = mergePaths(history.entriesOf(src.between), [baseView, theirsView, ov.view])
+  const plan = planMerge(base, theirs, ours, paths, { unsure: src.unsure })
+  const result = (p: MergePlan, applied: boolean, turn: number | null, dryRun: boolean): MergeResult => ({
+    what: src.what,
+    dryRun,
+    applied,
+    turn,
+    head: session.head,
+    changes: p.ops.map(op => ({ path: op.path, change: op.change })),
+    conflicts: p.conflicts
+  })
+  return { plan, src, theirsView, result }
 }
 
 /**
