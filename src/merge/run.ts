@@ -71,9 +71,17 @@ async function mergeIn (session: Session, sources: () => Sources, opts: { dryRun
   if (opts.dryRun || first.plan.conflicts.length > 0 || first.plan.ops.length === 0) return first.result(first.plan, false, null, Boolean(opts.dryRun))
   // Pending work becomes a turn of its own (a process may write meanwhile: seal again).
   for (let i = 0; i < 5 && !session.atStartOf(session.head); i++) await session.turn()
-  const src0 = await loaded(session, sources())
+  // One stack change at a time: no rewind or turn of another client runs in between.
+  const done = await session.exclusive(async () => await applyNow(session, await loaded(session, sources())))
+  if (!done.applied) return done
+  const turn = session.head
+  await session.turn({ message: done.what })
+  return { ...done, turn, head: session.head }
+}
+
+/** Plan on the live view and apply, with no await between (see the top of this file); then flush. */
+async function applyNow (session: Session, src0: Sources): Promise<MergeResult> {
   const { plan, src, theirsView, result } = planNow(session, src0)
-  // No await from here to the end of applying: one synchronous step on the daemon's thread.
   if (plan.conflicts.length > 0 || plan.ops.length === 0) return result(plan, false, null, false)
   if (!session.atStartOf(session.head)) {
     throw new CpfsError('MERGE_FAILED', `${src.what}: the workspace kept changing while its pending work was being sealed; nothing was changed`, 'run it again once the processes in the workspace are done writing')
@@ -88,9 +96,7 @@ async function mergeIn (session: Session, sources: () => Sources, opts: { dryRun
     session.onViewChange?.(touched)
   }
   await session.persister.flushAll(true)
-  const turn = session.head
-  await session.turn({ message: src.what })
-  return result(plan, true, turn, false)
+  return result(plan, true, null, false)
 }
 
 /** The sources, once their layers are in memory. */
