@@ -1,9 +1,10 @@
-// A revert that fails halfway (src/merge/run.ts) leaves nothing half-applied: what it had made
-// is dropped from the head, in memory and in the store, with a stable code. The failure is
-// made in a session in this process (no mount): an overlay restore that throws on its second
-// call, as a full disk or a bug would. Merges that work are tested on real mounts (test/merge.test.ts).
+// Revert and merge in a session in this process, no mount (src/merge/run.ts). A revert that
+// fails halfway — an overlay restore that throws on its second call, as a full disk or a bug
+// would — leaves nothing half-applied: what it had made is dropped from the head, in memory and
+// in the store, with a stable code. A branch's merge base: its shared turns or its mergeBase.
+// Merges that work end to end are tested on real mounts (test/merge.test.ts).
 import t from 'tap'
-import { revertIn } from '../../../src/merge/run.js'
+import { mergeBranchIn, revertIn } from '../../../src/merge/run.js'
 import type { View } from '../../../src/overlay/view.js'
 import { sessionIn, tmpDir } from '../helpers.js'
 
@@ -36,4 +37,26 @@ t.test('a failure halfway: MERGE_FAILED, and the head is as it was (also after a
   const ok = await revertIn(again.s, '2')
   t.equal(ok.applied, true, 'then it works')
   t.same([String(await again.fs.readFile('a')), String(await again.fs.readFile('b'))], ['A0', 'B0'])
+})
+
+t.test('merge bN: the base is the turns shared with the head, or the branch\'s mergeBase; unsure paths are conflicts', async t => {
+  const { s, fs } = await sessionIn(t, tmpDir(t, 'merge-base'))
+  await fs.writeFile('a', 'A')
+  await s.turn()
+  await fs.writeFile('x', 'X') // turn 2: on the branch, before its own work when mergeBase is 2
+  await s.turn()
+  await fs.writeFile('y', 'Y') // turn 3: the branch's own work
+  await s.turn()
+  await s.rewind(2)
+  const b = s.meta.branches!.find(x => x.stack.length === 4)!
+  t.ok(b, 'the rewind left a branch')
+  const paths = async () => (await mergeBranchIn(s, `b${b.n}`, { dryRun: true })).changes.map(c => c.path)
+  t.same(await paths(), ['/w/x', '/w/y'], 'shared turns only (turn 1): x and y come')
+  b.mergeBase = 2
+  t.same(await paths(), ['/w/y'], 'mergeBase 2: only what came after its base')
+  b.unsure = ['/w/y']
+  const r = await mergeBranchIn(s, `b${b.n}`, { dryRun: true })
+  t.same(r.conflicts.map(c => `${c.why} ${c.path}`), ['unsure /w/y'], 'an unsure path is a conflict')
+  await mergeBranchIn(s, `b${b.n}`)
+  await t.rejects(fs.readFile('y'), 'and nothing was applied')
 })
