@@ -14,7 +14,7 @@
 // nothing at all.
 import { ancestors } from '../paths/paths.js'
 import { sameRefs, type Side, type State } from './sides.js'
-import { isBinary, mergeText } from './text.js'
+import { isBinary, mergeText, tooBig } from './text.js'
 
 export type ChangeKind = 'added' | 'deleted' | 'modified' | 'merged' | 'mode' | 'type' | 'symlink'
 
@@ -136,7 +136,9 @@ function decide (base: Side, theirs: Side, ours: Side, p: string): Decision {
   }
   // Changed on both sides, differently.
   if (B === null) {
-    if (T !== null && O !== null && T.kind === 'f' && O.kind === 'f' && !isBinary(theirs.bytes(p)) && !isBinary(ours.bytes(p))) {
+    // Made on both sides as directories: git has no directory modes; ours stays, and what is below is decided path by path.
+    if (T !== null && O !== null && T.kind === 'd' && O.kind === 'd') return KEEP
+    if (T !== null && O !== null && T.kind === 'f' && O.kind === 'f' && !tooBig(T.size) && !tooBig(O.size) && !isBinary(theirs.bytes(p)) && !isBinary(ours.bytes(p))) {
       return { conflict: 'add/add', merged: mergeText(Buffer.alloc(0), theirs.bytes(p), ours.bytes(p)).merged }
     }
     return { conflict: 'add/add' }
@@ -165,6 +167,7 @@ function mergeFiles (base: Side, theirs: Side, ours: Side, p: string, mode: numb
     // Ours' content stays; only the mode can change.
     return mode === O.mode ? KEEP : { keep: false, op: { op: 'mode', path: p, mode, change: 'mode' }, result: O }
   }
+  if (tooBig(B.size) || tooBig(T.size) || tooBig(O.size)) return { conflict: 'binary' }
   const b = base.bytes(p)
   const t = theirs.bytes(p)
   const o = ours.bytes(p)
@@ -237,9 +240,8 @@ function info (side: Side, p: string): SideInfo | null {
   if (s.kind === 'l') out.target = s.target
   if (s.kind === 'f') {
     out.size = s.size
-    const b = side.bytes(p)
-    if (isBinary(b)) out.binary = true
-    else Object.assign(out, asText(b))
+    if (tooBig(s.size) || isBinary(side.bytes(p))) out.binary = true
+    else Object.assign(out, asText(side.bytes(p)))
   }
   return out
 }

@@ -5,11 +5,16 @@ import { diff3Merge } from 'node-diff3'
 
 /** git's test for binary content: a NUL in the first 8000 bytes. Big files are not merged as text either. */
 export function isBinary (b: Buffer): boolean {
-  return b.length > MAX_TEXT || b.subarray(0, 8000).includes(0)
+  return tooBig(b.length) || b.subarray(0, 8000).includes(0)
 }
 
 /** Text merges above this size are refused as binary: diff3 is quadratic in the worst case. */
 const MAX_TEXT = 16 * 1024 * 1024
+
+/** Too big to merge (or show) as text: known from the size, without reading the file. */
+export function tooBig (size: number): boolean {
+  return size > MAX_TEXT
+}
 
 /** Lines with their '\n' kept, so that joining them gives the bytes back exactly. */
 function lines (b: Buffer): string[] {

@@ -115,3 +115,9 @@ t.test('hard links and unsure paths are refused', async t => {
   const u = await revert(t, { '/a': file('a') }, { '/a': file('b') }, {}, ['/a'])
   t.same(whys(u), ['unsure /a'])
 })
+
+t.test('a directory made on both sides is kept with ours\' mode (git has no directory modes)', async t => {
+  const p = await revert(t, { '/d': dir(0o700), '/d/f': file('f') }, { '/d': gone() }, { '/d': dir(0o755), '/d/g': file('g') })
+  t.same(whys(p), [])
+  t.same(ops(p), ['take /d/f'], 'the old child comes back; the directory keeps ours\' mode')
+})
