@@ -53,7 +53,7 @@ function mergeSources (session: Session, spec: string): Sources {
   const ref = resolveRef(session.history, branchRef(spec))
   const b = (session.meta.branches ?? []).find(x => x.n === ref.branch)!
   const k = b.mergeBase ?? sharedTurns(b.stack, session.meta.stack)
-  return { what: `merge ${branchName(b)}`, base: b.stack.slice(0, k), theirs: b.stack.slice(), between: b.stack.slice(k), unsure: b.unsure ?? [] }
+  return { what: `merge ${branchName(b)}`, base: b.stack.slice(0, k), theirs: b.stack.slice(), between: b.stack.slice(k), unsure: (b.unsure ?? []).map(p => p.startsWith('/') ? p : '/' + p) }
 }
 
 export async function revertIn (session: Session, spec: string, opts: { dryRun?: boolean } = {}): Promise<MergeResult> {
