@@ -12,6 +12,11 @@ const TEN = Array.from({ length: 10 }, (_, i) => `line ${i + 1}\n`).join('')
 /** TEN with line n replaced by `to`. */
 const edit = (text: string, n: number, to: string): string => text.split('\n').map((l, i) => i === n - 1 ? to : l).join('\n')
 
+/** Bytes that are not UTF-8 (Latin-1), line by line: the revert must keep each one. */
+const LATIN = ['caf\xe9', 'na\xefve', '\xff\xfe two', 'four', 'five', 'six', 'se\xa7en']
+const latin = (lines: string[]): string => lines.map(l => l + '\n').join('')
+const printfLatin = (lines: string[]): string => `printf '${[...Buffer.from(latin(lines), 'latin1')].map(b => '\\x' + b.toString(16).padStart(2, '0')).join('')}'`
+
 const PROJECT = `printf '${TEN}' > a.txt && echo keep > keep.txt && echo old > old.txt && echo target > target.txt && ln -s keep.txt sym && mkdir lib && echo lib > lib/x.js`
 
 interface Result { what: string, applied: boolean, turn: number | null, head: number, changes: Array<{ path: string, change: string }>, conflicts: Array<{ path: string, why: string, base: any, theirs: any, ours: any, merged?: string }> }
@@ -31,26 +36,31 @@ type Tap = Parameters<Parameters<typeof t.test>[1]>[0]
 t.jobs = 3
 
 if (fuseAvailable(t)) {
-  t.test('revert a middle turn: its adds, edits, deletions, chmod and symlinks go back; later turns stay', async t => {
-    const w = workspace(t, PROJECT)
+  t.test('revert a middle turn: its adds, edits, deletions, chmod and symlinks go back; later turns stay; Latin-1 bytes merge exactly', async t => {
+    const w = workspace(t, `${PROJECT} && ${printfLatin(LATIN)} > l1.txt`)
     await w.okAsync('mount', w.ws)
     await w.okAsync('turn', w.ws) // turn 1 stays empty
     const start2 = manifest(w.ws)
     await w.runAsync(`sed -i 's/^line 2$/line 2 by turn 2/' a.txt && echo new > new.txt && rm old.txt && chmod 750 keep.txt
-      ln -sfn target.txt sym && ln -s keep.txt newlink && mkdir -p made/deep && echo m > made/deep/m.txt && rm -r lib`)
+      ln -sfn target.txt sym && ln -s keep.txt newlink && mkdir -p made/deep && echo m > made/deep/m.txt && rm -r lib
+      ${printfLatin(['caf\xe9 \xc0 turn 2', ...LATIN.slice(1)])} > l1.txt`)
     await w.okAsync('turn', w.ws, '-m', 'turn two')
-    await w.runAsync(`sed -i 's/^line 9$/line 9 by turn 3/' a.txt && echo later > later.txt`)
+    await w.runAsync(`sed -i 's/^line 9$/line 9 by turn 3/' a.txt && echo later > later.txt
+      ${printfLatin(['caf\xe9 \xc0 turn 2', ...LATIN.slice(1, 5), 'six \xb5 turn 3', LATIN[6]])} > l1.txt`)
     await w.okAsync('turn', w.ws)
     await w.runAsync('echo pending > pending.txt') // the head's own work: sealed first, kept
     const dry = JSON.parse(await w.okAsync('revert', '2', '--dry-run', '--json', w.ws)) as Result
     t.same(dry.conflicts, [], 'no conflicts')
-    t.same(dry.changes.map(c => `${c.change} ${c.path}`).sort(), ['added /lib', 'added /old.txt', 'deleted /made', 'deleted /new.txt', 'deleted /newlink', 'merged /a.txt', 'mode /keep.txt', 'symlink /sym'], 'the dry run lists each change')
+    t.same(dry.changes.map(c => `${c.change} ${c.path}`).sort(), ['added /lib', 'added /old.txt', 'deleted /made', 'deleted /new.txt', 'deleted /newlink', 'merged /a.txt', 'merged /l1.txt', 'mode /keep.txt', 'symlink /sym'], 'the dry run lists each change')
     t.equal((await turns(w)).length, 4, 'a dry run seals nothing')
     const out = await w.okAsync('revert', '2', w.ws)
-    t.match(out, /^revert turn 2: turn 5 changed 8 paths .*; head is turn 6$/, `one line says what happened (${out})`)
-    const expected = { ...start2, 'a.txt': manifest(w.ws)['a.txt'], 'later.txt': manifest(w.ws)['later.txt'], 'pending.txt': manifest(w.ws)['pending.txt'] }
+    t.match(out, /^revert turn 2: turn 5 changed 9 paths .*; head is turn 6$/, `one line says what happened (${out})`)
+    const now = manifest(w.ws)
+    const expected = { ...start2, 'a.txt': now['a.txt'], 'l1.txt': now['l1.txt'], 'later.txt': now['later.txt'], 'pending.txt': now['pending.txt'] }
     t.same(manifest(w.ws), expected, 'the tree is the start of turn 2 plus what turns 3 and 4 did')
     t.equal(fs.readFileSync(join(w.ws, 'a.txt'), 'utf8'), edit(TEN, 9, 'line 9 by turn 3'), 'a.txt: turn 2\'s line is back, turn 3\'s stays (exact bytes)')
+    const l1 = Buffer.from(latin([...LATIN.slice(0, 5), 'six \xb5 turn 3', LATIN[6]]), 'latin1')
+    t.same([...fs.readFileSync(join(w.ws, 'l1.txt'))], [...l1], 'l1.txt, not UTF-8: merged byte for byte (latin1)')
     t.equal(fs.readlinkSync(join(w.ws, 'sym')), 'keep.txt', 'the symlink points where it did')
     t.equal(fs.statSync(join(w.ws, 'keep.txt')).mode & 0o777, 0o644, 'the mode is back')
     const log = await turns(w)
@@ -58,9 +68,9 @@ if (fuseAvailable(t)) {
     t.match(log[4], { turn: 5, message: 'revert turn 2' }, 'the revert is its own turn, labelled')
     t.match(log[3], { turn: 4 }, 'the pending work was sealed before')
     t.match(await w.okAsync('diff', '4', '--stat', w.ws), /pending\.txt/, 'as its own turn')
-    await w.okAsync('rewind', '5', w.ws)
-    t.equal(fs.readFileSync(join(w.ws, 'a.txt'), 'utf8'), edit(edit(TEN, 2, 'line 2 by turn 2'), 9, 'line 9 by turn 3'), 'rewinding to the start of the revert turn undoes the revert')
     await w.okAsync('unmount', w.ws)
+    t.same(manifest(w.ws), expected, 'unmount applies it to the real directory')
+    t.same([...fs.readFileSync(join(w.ws, 'l1.txt'))], [...l1], 'every byte')
   })
 
   t.test('the same lines changed later: a conflict, nothing changed; --dry-run --json shows each side and the markers', async t => {
@@ -103,20 +113,6 @@ if (fuseAvailable(t)) {
     t.notOk(fs.existsSync(join(w.ws, 'made')), 'the directory turn 1 made is gone')
     t.notOk(fs.existsSync(join(w.ws, 'linked')), 'a file left with one name is a plain file: it goes with the turn that made it')
     await w.okAsync('unmount', w.ws)
-  })
-
-  t.test('Latin-1 bytes (not UTF-8) survive a three-way merge byte for byte', async t => {
-    const w = workspace(t, `printf 'caf\\xe9\\nna\\xefve\\n\\xff\\xfe two\\nfour\\nfive\\nsix\\nse\\xa7en\\n' > l1.txt`)
-    await w.okAsync('mount', w.ws)
-    await w.runAsync(`printf 'caf\\xe9 \\xc0 turn1\\nna\\xefve\\n\\xff\\xfe two\\nfour\\nfive\\nsix\\nse\\xa7en\\n' > l1.txt`)
-    await w.okAsync('turn', w.ws)
-    await w.runAsync(`printf 'caf\\xe9 \\xc0 turn1\\nna\\xefve\\n\\xff\\xfe two\\nfour\\nfive\\nsix \\xb5 turn2\\nse\\xa7en\\n' > l1.txt`)
-    await w.okAsync('turn', w.ws)
-    await w.okAsync('revert', '1', w.ws)
-    const want = Buffer.from('caf\xe9\nna\xefve\n\xff\xfe two\nfour\nfive\nsix \xb5 turn2\nse\xa7en\n', 'latin1')
-    t.same([...fs.readFileSync(join(w.ws, 'l1.txt'))], [...want], 'every byte as expected')
-    await w.okAsync('unmount', w.ws)
-    t.same([...fs.readFileSync(join(w.ws, 'l1.txt'))], [...want], 'and in the real directory after unmount')
   })
 
   t.test('revert of a turn in which git committed: the commit is gone from git log, later work stays', async t => {
