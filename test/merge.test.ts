@@ -115,7 +115,7 @@ if (fuseAvailable(t)) {
     await w.okAsync('unmount', w.ws)
   })
 
-  t.test('revert of a turn in which git committed: the commit is gone from git log, later work stays', async t => {
+  t.test('revert of a turn in which git committed: the commit is gone from git log, later work stays; after a later git add, .git/index conflicts', async t => {
     const w = workspace(t, `git init -q && git config user.email t@t && git config user.name t && ${PROJECT} && git add -A && git commit -qm init`)
     await w.okAsync('mount', w.ws)
     await w.runAsync('echo feature > feature.txt && sed -i "s/^line 1$/line 1 committed/" a.txt && git add -A && git commit -qm feature')
@@ -129,6 +129,15 @@ if (fuseAvailable(t)) {
     t.notOk(fs.existsSync(join(w.ws, 'feature.txt')))
     t.equal(fs.readFileSync(join(w.ws, 'a.txt'), 'utf8'), TEN)
     await w.runAsync('git fsck --no-dangling 2>&1')
+    // git's index changed again later (git add): both sides changed a binary file, refused.
+    await w.runAsync('echo two > two.txt && git add two.txt && git commit -qm two')
+    await w.okAsync('turn', w.ws) // turn 4
+    await w.runAsync('echo three > three.txt && git add three.txt')
+    await w.okAsync('turn', w.ws)
+    const before = manifest(w.ws)
+    refused(t, await w.cpfsAsync('revert', '4', w.ws), /^cpfs: revert turn 4 conflicts at .*\.git\/index \(binary\)/, 'a commit with a later git add')
+    t.same(manifest(w.ws), before, 'nothing changed')
+    t.equal((await w.runAsync('git log --format=%s')).trim(), 'two\ninit', 'git log still has the commit')
     await w.okAsync('unmount', w.ws)
   })
 
