@@ -3,7 +3,7 @@
 // every later turn stays; text changed elsewhere by a later turn merges line by line; a clash
 // changes nothing and says where; hard links, directories with new contents and binary clashes
 // are refused; bytes that are not UTF-8 come out exact; a git commit can be reverted.
-import t from 'tap'
+import t, { type Test } from 'tap'
 import * as fs from 'node:fs'
 import { join } from 'node:path'
 import { fuseAvailable, manifest, workspace, type Env } from './helpers.js'
@@ -26,12 +26,11 @@ async function turns (w: Env): Promise<Array<{ turn: number, message: string | n
 }
 
 /** A refusal: exit 1, one line on stderr, naming what and how to see more. */
-function refused (t: Tap, r: { code: number, stderr: string }, what: RegExp, label: string): void {
+function refused (t: Test, r: { code: number, stderr: string }, what: RegExp, label: string): void {
   t.equal(r.code, 1, `${label}: exit 1`)
   t.equal(r.stderr.trim().split('\n').length, 1, `${label}: one line (${r.stderr.trim()})`)
   t.match(r.stderr, what, label)
 }
-type Tap = Parameters<Parameters<typeof t.test>[1]>[0]
 
 t.jobs = 3
 

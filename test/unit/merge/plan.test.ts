@@ -2,7 +2,7 @@
 // of turn `turn` over `common`, with `later` on top, decided path by path. File contents live
 // beside the entries (a chunk reference per distinct content, as the store would have it).
 // (Real mounts and real tools: test/merge.test.ts.)
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { createHash } from 'node:crypto'
 import { View } from '../../../src/overlay/view.js'
 import type { Entry, FileEntry } from '../../../src/store/entries.js'
@@ -27,7 +27,7 @@ const gone = (): Entry => ({ kind: 'w' })
 const layer = (o: Record<string, Entry>) => new Map(Object.entries(o))
 
 /** The plan reverting `turn` (base: common + turn, theirs: common, ours: common + turn + later). */
-async function revert (t: Parameters<Parameters<typeof import('tap').test>[1]>[0], common: Record<string, Entry>, turn: Record<string, Entry>, later: Record<string, Entry>, unsure: string[] = []): Promise<MergePlan> {
+async function revert (t: Test, common: Record<string, Entry>, turn: Record<string, Entry>, later: Record<string, Entry>, unsure: string[] = []): Promise<MergePlan> {
   const lower = await realLower(t, {})
   const [c, x, l] = [layer(common), layer(turn), layer(later)]
   const views = [View.build(lower, [c, x]), View.build(lower, [c]), View.build(lower, [c, x, l])]
