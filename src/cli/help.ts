@@ -13,6 +13,8 @@ Usage: cpfs <command> [options]
   fork TURN DEST [DIR]   write the view at TURN into a new directory with its own history
   undo [DIR]             drop everything since the last cpfs turn (--step ID: one step only)
   redo [DIR]             back to the tip the last rewind or undo left (writes since are kept)
+  revert TURN [DIR]      take back one turn's change as a new turn, keeping every later turn
+  merge BRANCH [DIR]     bring a branch's work (bN, cpfs log --all) into the head as a new turn
   status [DIR]           mounted or not, head, pending turns, store (--all: every store)
   prune [DIR]            retention: merge old turns, delete unreferenced data
   forget [DIR]           delete a workspace's whole history
@@ -133,6 +135,34 @@ there. The workspace and its history are untouched: try another direction withou
 the current one.
 
 Example:  cpfs fork 3 ../app-attempt-2 && cpfs mount ../app-attempt-2`,
+  revert: `Usage: cpfs revert TURN [DIR] [--dry-run] [--json]
+
+Take back what turn TURN changed, as git revert does: its inverse is merged three-way into
+the head (base: the end of TURN, theirs: its start, ours: the head) and sealed as a new turn
+labelled "revert turn TURN"; every later turn stays. A path a later turn changed too is
+merged line by line when it is text and the changes do not touch the same lines; otherwise
+it is a conflict (same lines, binary, type, mode, symlink, modify/delete, something left in
+a directory the revert removes, a file with several names). Any conflict changes nothing:
+the command fails naming the paths; --dry-run --json shows each side (base, theirs, ours)
+and the merged text with git's markers. Pending work is sealed as a turn first. The
+workspace must be mounted.
+  --dry-run   list what would change, and the conflicts; change nothing (exit 1 on conflicts)
+  --json      the result: what, changes, conflicts (path, why, base, theirs, ours, merged)
+
+Examples:  cpfs revert 3 --dry-run && cpfs revert 3
+           cpfs revert -2 --dry-run --json | jq '.conflicts[].path'`,
+  merge: `Usage: cpfs merge BRANCH [DIR] [--dry-run] [--json]
+
+Bring branch BRANCH's work (bN, from cpfs log --all: what a rewind, undo or sandboxed run
+left) into the head, merged three-way (base: the turns the branch shares with the head, or
+where a sandboxed run started; theirs: the branch's tip; ours: the head) and sealed as a new
+turn labelled "merge bN". The rules and conflicts are revert's; any conflict changes
+nothing. Paths a sandboxed run could not be sure of are conflicts. The workspace must be
+mounted.
+  --dry-run   list what would change, and the conflicts; change nothing (exit 1 on conflicts)
+  --json      the result: what, changes, conflicts (path, why, base, theirs, ours, merged)
+
+Example:   cpfs rewind 4 && ... other work ... && cpfs merge b1`,
   undo: `Usage: cpfs undo [DIR] [--force] [--json]
        cpfs undo --step ID [DIR] [--dry-run] [--force] [--json]
 

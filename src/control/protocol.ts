@@ -28,6 +28,7 @@ import type { TurnInfo } from '../session/reports.js'
 import type { BranchInfo } from '../session/branch-log.js'
 import type { SessionStatus } from '../session/session.js'
 import type { MemoryBudgets } from '../store/memory.js'
+import type { MergeResult } from '../merge/run.js'
 
 /** What the daemon reports of its mount (`status`). */
 export interface DaemonStatus extends SessionStatus {
@@ -106,6 +107,10 @@ export interface Commands {
   steps: { args: { last?: number }, result: StepListed[] }
   'undo-step': { args: { ref: string, force?: boolean, dryRun?: boolean }, result: StepUndone }
   unmount: { args: { discard?: boolean, force?: boolean }, result: UnmountResult }
+  /** The inverse of turn `turn`'s change, as a new turn (merge/run.ts). */
+  revert: { args: { turn: string, dryRun?: boolean }, result: MergeResult }
+  /** Branch `branch`'s work brought into the head, as a new turn (merge/run.ts). */
+  merge: { args: { branch: string, dryRun?: boolean }, result: MergeResult }
 }
 
 export type CommandName = keyof Commands
