@@ -15,6 +15,7 @@ import { CpfsError } from './errors.js'
 import { BOUND, MAX_CHARS, READ_ONLY, answer, args, diffPage, maxChars, previewPage, rel, summaryOut, turnsPage } from './mcp-answers.js'
 import { registerStepTools } from './mcp-steps.js'
 import { registerTreeTools } from './mcp-tree.js'
+import { registerMergeTools } from './mcp-merge.js'
 
 const offsetArg = z.number().int().min(0).optional().describe('where the page starts in the list (0 = the first; an answer that stops early gives next_offset)')
 
@@ -37,6 +38,7 @@ export function createMcpServer (target: api.Target): McpServer {
   registerChangeTools(server, target)
   registerStepTools(server, target)
   registerTreeTools(server, target)
+  registerMergeTools(server, target)
   return server
 }
 
