@@ -28,6 +28,7 @@ import type { TurnInfo } from '../session/reports.js'
 import type { BranchInfo } from '../session/branch-log.js'
 import type { SessionStatus } from '../session/session.js'
 import type { MemoryBudgets } from '../store/memory.js'
+import type { ImportResult, SandboxRun } from '../merge/import-sandbox.js'
 
 /** What the daemon reports of its mount (`status`). */
 export interface DaemonStatus extends SessionStatus {
@@ -106,6 +107,10 @@ export interface Commands {
   steps: { args: { last?: number }, result: StepListed[] }
   'undo-step': { args: { ref: string, force?: boolean, dryRun?: boolean }, result: StepUndone }
   unmount: { args: { discard?: boolean, force?: boolean }, result: UnmountResult }
+  /** A sandboxed run starts (sandbox-branch.ts): the layers the real directory holds, its base. */
+  'sandbox-start': { args: undefined, result: { applied: number[] } }
+  /** A sandboxed run ended: copy its work into this store as a branch (merge/import-sandbox.ts). */
+  'import-sandbox': { args: SandboxRun, result: ImportResult }
 }
 
 export type CommandName = keyof Commands

@@ -11,6 +11,8 @@ export interface BranchInfo {
   branch: string
   leftAt: number
   by: LeftBy
+  /** A sandboxed run's branch: its command line. */
+  what?: string
   /** Turns 1..shared are the head's own turns too: the branch left after turn `shared`. */
   shared: number
   /** Its turns after those, numbered on the branch (bN:T), its tip last. */
@@ -30,7 +32,9 @@ export async function branchLog (history: History, lower: Lower): Promise<Branch
     const shared = sharedTurns(history.meta.stack, b.stack)
     const name = branchName(b)
     const turns = turnLog(history, lower, undefined, b.stack, shared).map(t => ({ ...t, ref: `${name}:${t.turn}` }))
-    out.push({ branch: name, leftAt: b.leftAt, by: b.by, shared, turns, length: b.stack.length, redo: redo !== undefined && sameStack(redo, b.stack) })
+    const info: BranchInfo = { branch: name, leftAt: b.leftAt, by: b.by, shared, turns, length: b.stack.length, redo: redo !== undefined && sameStack(redo, b.stack) }
+    if (b.what !== undefined) info.what = b.what
+    out.push(info)
   }
   return out
 }
