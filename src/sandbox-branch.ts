@@ -18,6 +18,7 @@ import { daemonUp } from './daemons.js'
 import { isMounted, locate, register, type Location } from './store/locate.js'
 import { Store } from './store/store.js'
 import { Session } from './session/session.js'
+import { View } from './overlay/view.js'
 import { importFromStore, type ImportResult, type SandboxRun } from './merge/import-sandbox.js'
 import { CHUNK_SIZE, chunkLen, cloneEntry, isInoKey, srcBytes, type Entry, type FileEntry, type LiveEntry } from './store/entries.js'
 import { isZero } from './store/chunks.js'
@@ -120,24 +121,28 @@ function readUnsure (state: string): Set<string> {
 }
 
 /**
- * The run's turns: the stack --discard (or a failed command) set aside, else the head's. Empty
+ * The run's turns, and the turns before them: the stack --discard (or a failed command) set
+ * aside, else the head's. The run's store starts with turn 1 in layer 1; turns its daemon put
+ * before it are changes another process made in the real directory during the run (heard
+ * underneath the mount, daemon/underneath.ts): what the run found, not its work. Empty
  * unlabelled layers (the head opened when the run's end sealed its turn) are not turns of it.
  */
-function runStack (s: Session): number[] {
-  const discarded = (s.meta.branches ?? []).filter(b => b.by === 'discard').at(-1)
-  const stack = discarded?.stack ?? s.meta.stack
-  return stack.filter(id => {
+function runStacks (s: Session, stack: number[]): { before: number[], own: number[] } {
+  const first = stack.indexOf(1)
+  const before = first > 0 ? stack.slice(0, first) : []
+  const own = stack.slice(before.length).filter(id => {
     if ((s.history.layers.get(id)?.size ?? 0) > 0 || s.history.partsOf(id).length > 0) return true
     const rec = s.store.turnRecord(id) as { prompt?: string, summary?: string, message?: string }
     return rec.prompt !== undefined || rec.summary !== undefined || rec.message !== undefined
   })
+  return { before, own }
 }
 
 async function standAlone (s: Session, unsureNoted: Set<string>): Promise<RunLayers> {
   const all = (s.meta.branches ?? []).filter(b => b.by === 'discard').at(-1)?.stack ?? s.meta.stack
   await s.history.load(all)
-  const stack = runStack(s)
-  if (stack.length === 0) return { found: 0, turns: [], unsure: [] }
+  const { before, own } = runStacks(s, all)
+  if (own.length === 0) return { found: 0, turns: [], unsure: [] }
   const ops: BatchOp[] = []
   const changed = new Set<string>()
   const copyLayer = async (old: number): Promise<number> => {
@@ -155,22 +160,43 @@ async function standAlone (s: Session, unsureNoted: Set<string>): Promise<RunLay
     return id
   }
   const turns: RunLayers['turns'] = []
-  for (const layer of stack) {
+  for (const layer of own) {
     const parts: number[] = []
     for (const p of s.history.partsOf(layer)) parts.push(await copyLayer(p))
     turns.push({ layer: await copyLayer(layer), parts })
   }
-  // What the run found at each path it changed: its lower there (the original its daemon kept,
-  // or the real path as it is), or nothing (a whiteout) where it created the path.
+  // What the run found at each path it changed: the real directory as its lower holds it (the
+  // original its daemon kept, or the real path as it is) with the outside changes heard during
+  // the run, or nothing (a whiteout) where the path did not exist.
+  const view = View.build(s.lower, s.history.entriesOf(before))
   const found = s.meta.nextLayer++
   ops.push({ type: 'put', key: turnKey(found), value: encode({ layer: found, openedAt: s.openedAt, sealedAt: s.openedAt }) })
   for (const p of [...changed].sort()) {
-    ops.push({ type: 'put', key: entryKey(found, p), value: encodeEntry(lowerEntry(s, p)) })
+    ops.push({ type: 'put', key: entryKey(found, p), value: encodeEntry(foundEntry(s, view, p)) })
     if (s.chunks.pendingBytes() >= SPILL_BYTES) await s.persister.spill()
   }
   ops.push(s.store.metaOp())
   await s.persister.syncBatch(ops)
   return { found, turns, unsure: [...changed].filter(p => unsureNoted.has(p)).sort() }
+}
+
+/**
+ * Path p of the view the run started from, standing alone. A directory is its metadata only:
+ * what is below it is pinned path by path, and an opaque one would hide the shared history's.
+ */
+function foundEntry (s: Session, view: View, p: string): Entry {
+  const r = view.resolve(p)
+  if (r === null) return { kind: 'w' }
+  if (r.kind === 'lower') return lowerEntry(s, r.lowerPath)
+  const e = r.entry
+  if (e.kind === 'f' && e.src !== undefined) return alone(filled(s, e))
+  const c = alone(cloneEntry(e))
+  if (c.kind === 'd') {
+    delete c.redirect
+    delete c.opaque
+    delete c.fresh
+  }
+  return c
 }
 
 const SPILL_BYTES = 32 * 1024 * 1024
