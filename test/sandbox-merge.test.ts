@@ -20,8 +20,8 @@ const LIST = 'find . -mindepth 1 | sort | while read -r f; do if [ -L "$f" ]; th
 interface Turn { turn: number, prompt: string | null, changes: Array<{ path: string }> }
 interface BranchInfo { branch: string, by: string, what?: string, mergeBase?: number, unsure?: string[], shared: number, length: number, turns: Turn[] }
 
-function branchesOf (w: Env): BranchInfo[] {
-  return JSON.parse(w.ok('log', '--all', '--json', w.ws)).branches
+async function branchesOf (w: Env): Promise<BranchInfo[]> {
+  return JSON.parse(await w.okAsync('log', '--all', '--json', w.ws)).branches
 }
 
 /** The paths a sandbox branch's own turns changed (those after its base). */
@@ -41,6 +41,17 @@ function sandboxes (w: Env): string[] {
   } catch {
     return []
   }
+}
+
+/** The daemon logs of the runs going on. */
+function daemonLogs (w: Env): string[] {
+  return sandboxes(w).map(d => {
+    try {
+      return fs.readFileSync(join(w.home, 'sandboxes', d, 'daemon.log'), 'utf8')
+    } catch {
+      return ''
+    }
+  })
 }
 
 /** A waiting loop in bash for a flag file: gives up (a hang) only after about 120 s. */
@@ -67,42 +78,42 @@ if (fuseAvailable(t)) {
     // sed -i, a new file, a renamed real directory written below, a removal, chmod, a symlink,
     // and 1 byte written into a 3 MB real file (copy-up keeps the rest in the real file).
     const script = `sed -i s/two/TWO/ a.txt && echo new > n.txt && mv d e && echo more >> e/x && rm gone.txt && chmod 600 b.txt && ln -s a.txt link && printf Z | dd of=big.bin bs=1 seek=70000 conv=notrunc status=none && ${LIST} > ${end}`
-    const r = w.cpfs('exec', w.ws, '--sandbox', '--discard', '--', 'bash', '-c', script)
+    const r = await w.cpfsAsync('exec', w.ws, '--sandbox', '--discard', '--', 'bash', '-c', script)
     t.equal(r.code, 0, r.stderr)
     t.same(manifest(w.ws), before, '--discard: the real directory is as it was')
     t.match(r.stderr, /kept as branch b1/, 'it says which branch')
-    const branches = branchesOf(w)
+    const branches = await branchesOf(w)
     t.equal(branches.length, 1, 'one branch')
     t.match(branches[0], { by: 'sandbox', what: `bash -c '${script}'`, mergeBase: 1 }, 'by a sandboxed run, with its command; its base: nothing applied yet, then what it found')
     t.match(foundTurn(branches[0])?.prompt ?? '', /^what the sandboxed run found/, 'turn mergeBase is the layer of what it found')
     t.same(ownPaths(branches[0]), ['/a.txt', '/b.txt', '/big.bin', '/d', '/e', '/e/x', '/gone.txt', '/link', '/n.txt'], 'its own turns hold exactly what it changed')
     t.notOk(branches[0].unsure, 'nothing changed outside it: no unsure path')
     t.same(sandboxes(w), [], 'the run\'s state dir is gone after a clean run')
-    w.ok('rewind', 'b1', w.ws)
-    t.equal(w.run(LIST), fs.readFileSync(end, 'utf8'), 'rewind b1: the tree the run ended with (find, stat, sha256sum)')
-    t.equal(w.run('head -c 70001 big.bin | tail -c 1'), 'Z', 'the byte it wrote into the big file')
+    await w.okAsync('rewind', 'b1', w.ws)
+    t.equal(await w.runAsync(LIST), fs.readFileSync(end, 'utf8'), 'rewind b1: the tree the run ended with (find, stat, sha256sum)')
+    t.equal(await w.runAsync('head -c 70001 big.bin | tail -c 1'), 'Z', 'the byte it wrote into the big file')
   })
 
   t.test('while the workspace is mounted, the mount\'s daemon keeps the run as a branch', async t => {
     const w = workspace(t, TREE)
-    w.ok('mount', w.ws)
+    await w.okAsync('mount', w.ws)
     t.teardown(() => { if (isMountedAt(w.ws)) w.cpfs('unmount', w.ws, '--discard') })
-    w.run('echo t1 > t1.txt')
-    w.ok('turn', w.ws)
-    const r = w.cpfs('exec', w.ws, '--sandbox', '--', 'bash', '-c', 'sed -i s/one/ONE/ a.txt && echo s > s.txt && rm -r d')
+    await w.runAsync('echo t1 > t1.txt')
+    await w.okAsync('turn', w.ws)
+    const r = await w.cpfsAsync('exec', w.ws, '--sandbox', '--', 'bash', '-c', 'sed -i s/one/ONE/ a.txt && echo s > s.txt && rm -r d')
     t.equal(r.code, 0, r.stderr)
     t.ok(isMountedAt(w.ws), 'the workspace is still mounted')
-    t.equal(w.run('head -1 a.txt; cat s.txt'), 'ONE\ns\n', 'the run applied to what it ran on (the mount) when it ended, as before')
-    const branches = branchesOf(w)
+    t.equal(await w.runAsync('head -1 a.txt; cat s.txt'), 'ONE\ns\n', 'the run applied to what it ran on (the mount) when it ended, as before')
+    const branches = await branchesOf(w)
     const b = branches.find(x => x.by === 'sandbox')
     t.ok(b, 'the daemon holds a sandbox branch')
     t.equal(b?.what, 'bash -c \'sed -i s/one/ONE/ a.txt && echo s > s.txt && rm -r d\'')
     t.same(b && ownPaths(b), ['/a.txt', '/d', '/s.txt'], 'with exactly the run\'s changes')
     t.same(sandboxes(w), [], 'the run\'s state dir is gone')
-    w.run('echo later > a.txt && echo later > s.txt')
-    w.ok('rewind', b!.branch, w.ws)
-    t.equal(w.run('cat a.txt s.txt; test ! -e d && echo no-d'), 'ONE\ntwo\nthree\ns\nno-d\n', 'rewind bN in the mount: the run\'s end state')
-    w.ok('unmount', w.ws)
+    await w.runAsync('echo later > a.txt && echo later > s.txt')
+    await w.okAsync('rewind', b!.branch, w.ws)
+    t.equal(await w.runAsync('cat a.txt s.txt; test ! -e d && echo no-d'), 'ONE\ntwo\nthree\ns\nno-d\n', 'rewind bN in the mount: the run\'s end state')
+    await w.okAsync('unmount', w.ws)
   })
 
   t.test('two sandboxed runs at once on one checkout: two branches, each with exactly its own changes', async t => {
@@ -116,8 +127,8 @@ if (fuseAvailable(t)) {
     const [ra, rb] = await Promise.all([a, b])
     t.equal(ra.code, 0, ra.stderr)
     t.equal(rb.code, 0, rb.stderr)
-    t.equal(w.run('tail -1 a.txt; cat a-new.txt b.txt bdir/f'), 'THREE\na\nb\nB\nf\n', 'both applied to the real directory, as before')
-    const branches = branchesOf(w)
+    t.equal(await w.runAsync('tail -1 a.txt; cat a-new.txt b.txt bdir/f'), 'THREE\na\nb\nB\nf\n', 'both applied to the real directory, as before')
+    const branches = await branchesOf(w)
     t.equal(branches.length, 2, 'two branches')
     const ba = branches.find(x => x.what?.includes('a-new.txt'))
     const bb = branches.find(x => x.what?.includes('bdir'))
@@ -140,11 +151,14 @@ if (fuseAvailable(t)) {
     fs.mkdirSync(sync)
     const run = sandboxRun(w, ['--discard'], `sed -i s/orig/run/ kept.txt && cat unsure.txt >/dev/null && touch ${sync}/ready && ${hold(`${sync}/changed`)} && rm unsure.txt`, underneath === 'off' ? { CPFS_UNDERNEATH: 'off' } : {})
     t.ok(await until(() => fs.existsSync(join(sync, 'ready'))), 'the run has changed kept.txt and read unsure.txt')
-    w.run('echo changed-outside > kept.txt && echo changed-outside > unsure.txt') // the real directory, outside the sandbox
+    await w.runAsync('echo changed-outside > kept.txt && echo changed-outside > unsure.txt') // the real directory, outside the sandbox
+    // Watched: the run goes on once its daemon has recorded the change to unsure.txt (its log
+    // says so), so that the run removes the version changed outside.
+    if (underneath === 'on') t.ok(await until(() => daemonLogs(w).some(l => /unsure\.txt changed underneath the mount .*recorded/.test(l))), 'the run\'s daemon heard the outside change')
     fs.writeFileSync(join(sync, 'changed'), '')
     const r = await run
     t.equal(r.code, 0, r.stderr)
-    const [b] = branchesOf(w)
+    const [b] = (await branchesOf(w))
     t.equal(b.mergeBase, 1)
     t.same(ownPaths(b), ['/kept.txt', '/unsure.txt'], 'the branch\'s own turns: the run\'s changes, not the outside ones')
     return { w, b, r }
@@ -154,66 +168,66 @@ if (fuseAvailable(t)) {
     const { w, b, r } = await changedDuringRun(t, 'off')
     t.match(r.stderr, /1 path changed outside it meanwhile \(a merge refuses them\): \/unsure\.txt/, 'it says which path is unsure')
     t.same(b.unsure, ['/unsure.txt'], 'unsure: the path whose original the run could not keep')
-    w.ok('rewind', `${b.branch}:${b.mergeBase! + 1}`, w.ws) // the start of the turn after the base: what the run found
-    t.equal(w.run('cat kept.txt'), 'orig\n', 'the found layer holds kept.txt as the run found it, not as it was changed outside')
-    w.ok('rewind', b.branch, w.ws)
-    t.equal(w.run('cat kept.txt; test ! -e unsure.txt && echo removed'), 'run\nremoved\n', 'the branch\'s tip: the run\'s end state')
+    await w.okAsync('rewind', `${b.branch}:${b.mergeBase! + 1}`, w.ws) // the start of the turn after the base: what the run found
+    t.equal(await w.runAsync('cat kept.txt'), 'orig\n', 'the found layer holds kept.txt as the run found it, not as it was changed outside')
+    await w.okAsync('rewind', b.branch, w.ws)
+    t.equal(await w.runAsync('cat kept.txt; test ! -e unsure.txt && echo removed'), 'run\nremoved\n', 'the branch\'s tip: the run\'s end state')
   })
 
   t.test('a real file changed during a run, watched: the change heard is in the base, nothing unsure', async t => {
     const { w, b } = await changedDuringRun(t, 'on')
     t.notOk(b.unsure, 'nothing unsure')
-    w.ok('rewind', `${b.branch}:${b.mergeBase! + 1}`, w.ws)
-    t.equal(w.run('cat kept.txt unsure.txt'), 'orig\nchanged-outside\n', 'the found layer: kept.txt as the run found it; unsure.txt as it was when the run removed it')
-    w.ok('rewind', b.branch, w.ws)
-    t.equal(w.run('cat kept.txt; test ! -e unsure.txt && echo removed'), 'run\nremoved\n', 'the branch\'s tip: the run\'s end state')
+    await w.okAsync('rewind', `${b.branch}:${b.mergeBase! + 1}`, w.ws)
+    t.equal(await w.runAsync('cat kept.txt unsure.txt'), 'orig\nchanged-outside\n', 'the found layer: kept.txt as the run found it; unsure.txt as it was when the run removed it')
+    await w.okAsync('rewind', b.branch, w.ws)
+    t.equal(await w.runAsync('cat kept.txt; test ! -e unsure.txt && echo removed'), 'run\nremoved\n', 'the branch\'s tip: the run\'s end state')
   })
 
   t.test('prune squashing the turns below a sandbox branch keeps its mergeBase on what it found', async t => {
     const w = workspace(t, TREE)
-    w.ok('mount', w.ws)
+    await w.okAsync('mount', w.ws)
     for (let i = 1; i <= 4; i++) {
-      w.run(`echo ${i} > turn${i}.txt`)
-      w.ok('turn', w.ws)
+      await w.runAsync(`echo ${i} > turn${i}.txt`)
+      await w.okAsync('turn', w.ws)
     }
-    w.ok('unmount', w.ws) // applies all four turns
-    const r = w.cpfs('exec', w.ws, '--sandbox', '--discard', '--', 'bash', '-c', 'echo run > turn2.txt && echo r > r.txt')
+    await w.okAsync('unmount', w.ws) // applies all four turns
+    const r = await w.cpfsAsync('exec', w.ws, '--sandbox', '--discard', '--', 'bash', '-c', 'echo run > turn2.txt && echo r > r.txt')
     t.equal(r.code, 0, r.stderr)
-    let [b] = branchesOf(w)
+    let [b] = (await branchesOf(w))
     const before = b.mergeBase!
     t.ok(before >= 5, `the base holds the applied turns and what the run found (mergeBase ${before})`)
     t.match(foundTurn(b)?.prompt ?? '', /^what the sandboxed run found/)
-    const [pruned] = JSON.parse(w.ok('prune', w.ws, '--keep-turns', '1', '--json'))
+    const [pruned] = JSON.parse(await w.okAsync('prune', w.ws, '--keep-turns', '1', '--json'))
     t.ok(pruned.squashed >= 2, `prune merged ${pruned.squashed} turns`)
-    ;[b] = branchesOf(w)
+    ;[b] = (await branchesOf(w))
     t.equal(b.mergeBase, before - (pruned.squashed - 1), 'mergeBase moved down with the merged turns')
     t.match(foundTurn(b)?.prompt ?? '', /^what the sandboxed run found/, 'and still names the layer of what the run found')
     t.same(ownPaths(b), ['/r.txt', '/turn2.txt'], 'the run\'s own turns are after it')
-    w.ok('rewind', `${b.branch}:${b.mergeBase! + 1}`, w.ws)
-    t.equal(w.run('cat turn2.txt turn4.txt; test ! -e r.txt && echo no-r'), '2\n4\nno-r\n', 'the base: the applied turns, as the run found them')
-    w.ok('rewind', b.branch, w.ws)
-    t.equal(w.run('cat turn2.txt r.txt'), 'run\nr\n', 'the tip: the run\'s work')
+    await w.okAsync('rewind', `${b.branch}:${b.mergeBase! + 1}`, w.ws)
+    t.equal(await w.runAsync('cat turn2.txt turn4.txt; test ! -e r.txt && echo no-r'), '2\n4\nno-r\n', 'the base: the applied turns, as the run found them')
+    await w.okAsync('rewind', b.branch, w.ws)
+    t.equal(await w.runAsync('cat turn2.txt r.txt'), 'run\nr\n', 'the tip: the run\'s work')
   })
 
   t.test('a run whose import fails: exit code unchanged, its store kept, one line saying where', async t => {
     const w = workspace(t, TREE)
-    const store = JSON.parse(w.ok('status', w.ws, '--json')).store as string
+    const store = JSON.parse(await w.okAsync('status', w.ws, '--json')).store as string
     fs.mkdirSync(join(store, '..'), { recursive: true })
     fs.writeFileSync(store, 'not a store') // the shared store cannot be opened
-    const r = w.cpfs('exec', w.ws, '--sandbox', '--', 'bash', '-c', 'echo x > x.txt; exit 7')
+    const r = await w.cpfsAsync('exec', w.ws, '--sandbox', '--', 'bash', '-c', 'echo x > x.txt; exit 7')
     t.equal(r.code, 7, 'the command\'s exit code')
     const m = /the sandboxed run's work was not kept as a branch \(.*\); its store is kept in (\S+)\n/.exec(r.stderr)
     t.ok(m, `one line says so: ${r.stderr}`)
     t.ok(m && fs.existsSync(join(m[1], 'store', 'db')), 'the run\'s store is there')
     t.equal(sandboxes(w).length, 1, 'its state dir is kept')
     t.equal(fs.readFileSync(store, 'utf8'), 'not a store', 'nothing was written where the shared store should be')
-    t.equal(w.run('cat x.txt'), 'x\n', 'the run still applied')
+    t.equal(await w.runAsync('cat x.txt'), 'x\n', 'the run still applied')
   })
 
   // ---- merges of sandbox branches: need `cpfs merge` (the merge helper's branch) -------------
   t.test('MERGE (needs cpfs merge): two runs on different files merge cleanly; the same line conflicts and nothing is lost', async t => {
     const probe = workspace(t, '')
-    const help = probe.cpfs('merge', '--help')
+    const help = await probe.cpfsAsync('merge', '--help')
     if (help.code !== 0 && /unknown command/.test(help.stderr)) {
       process.stderr.write('\n!!! SKIPPING THE MERGE CASES of test/sandbox-merge.test.ts: `cpfs merge` is not in this build. Run them once the merge branch is merged.\n\n')
       t.skip('SKIPPED LOUDLY: cpfs merge is missing from this build (merge branch not merged yet)')
@@ -226,12 +240,12 @@ if (fuseAvailable(t)) {
         sandboxRun(w, ['--discard'], 'echo B >> b.txt')
       ])
       t.equal(ra.code + rb.code, 0)
-      const branches = branchesOf(w)
+      const branches = await branchesOf(w)
       const ba = branches.find(x => x.what?.includes('a.txt'))!
       const bb = branches.find(x => x.what?.includes('b.txt'))!
-      t.equal(w.cpfs('merge', ba.branch, w.ws).code, 0, 'the first merges cleanly')
-      t.equal(w.cpfs('merge', bb.branch, w.ws).code, 0, 'the second too')
-      t.equal(w.run('head -1 a.txt; cat b.txt'), 'ONE\nb\nB\n', 'both runs\' work is in the real directory')
+      t.equal((await w.cpfsAsync('merge', ba.branch, w.ws)).code, 0, 'the first merges cleanly')
+      t.equal((await w.cpfsAsync('merge', bb.branch, w.ws)).code, 0, 'the second too')
+      t.equal(await w.runAsync('head -1 a.txt; cat b.txt'), 'ONE\nb\nB\n', 'both runs\' work is in the real directory')
     })
     t.test('the same line: the second merge conflicts, changes nothing, and both versions are kept', async t => {
       const w = workspace(t, TREE)
@@ -240,17 +254,17 @@ if (fuseAvailable(t)) {
         sandboxRun(w, ['--discard'], 'sed -i s/two/by-b/ a.txt')
       ])
       t.equal(ra.code + rb.code, 0)
-      const branches = branchesOf(w)
+      const branches = await branchesOf(w)
       const ba = branches.find(x => x.what?.includes('by-a'))!
       const bb = branches.find(x => x.what?.includes('by-b'))!
-      t.equal(w.cpfs('merge', ba.branch, w.ws).code, 0, 'the first merges cleanly')
+      t.equal((await w.cpfsAsync('merge', ba.branch, w.ws)).code, 0, 'the first merges cleanly')
       const after = manifest(w.ws)
-      const second = w.cpfs('merge', bb.branch, w.ws)
+      const second = await w.cpfsAsync('merge', bb.branch, w.ws)
       t.not(second.code, 0, 'the second conflicts')
       t.match(second.stderr, /a\.txt/, 'naming the file')
       t.same(manifest(w.ws), after, 'and changes nothing')
-      t.match(w.run('cat a.txt'), /by-a/, 'run a\'s version is in the real directory')
-      t.ok(branchesOf(w).some(x => x.branch === bb.branch), 'run b\'s version is still a branch')
+      t.match(await w.runAsync('cat a.txt'), /by-a/, 'run a\'s version is in the real directory')
+      t.ok((await branchesOf(w)).some(x => x.branch === bb.branch), 'run b\'s version is still a branch')
     })
   })
 }
