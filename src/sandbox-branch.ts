@@ -24,7 +24,7 @@ import { CHUNK_SIZE, chunkLen, cloneEntry, isInoKey, srcBytes, type Entry, type 
 import { isZero } from './store/chunks.js'
 import { readEntry } from './real/lower.js'
 import { realEntry } from './real/read.js'
-import { join as joinPath } from './paths/paths.js'
+import { join as joinPath, parentOf } from './paths/paths.js'
 import { encode, encodeEntry } from './store/codec.js'
 import { entryKey, turnKey, type BatchOp } from './store/keys.js'
 
@@ -171,8 +171,17 @@ async function standAlone (s: Session, unsureNoted: Set<string>): Promise<RunLay
   const view = View.build(s.lower, s.history.entriesOf(before))
   const found = s.meta.nextLayer++
   ops.push({ type: 'put', key: turnKey(found), value: encode({ layer: found, openedAt: s.openedAt, sealedAt: s.openedAt }) })
+  // Below a path the run found absent nothing was there either: its whiteout says so for all
+  // (a run that made node_modules pins one path, not 10,000). Sorted, parents come first.
+  const absent = new Set<string>()
   for (const p of [...changed].sort()) {
-    ops.push({ type: 'put', key: entryKey(found, p), value: encodeEntry(foundEntry(s, view, p)) })
+    if (p !== '/' && absent.has(parentOf(p))) {
+      absent.add(p)
+      continue
+    }
+    const e = foundEntry(s, view, p)
+    if (e.kind === 'w') absent.add(p)
+    ops.push({ type: 'put', key: entryKey(found, p), value: encodeEntry(e) })
     if (s.chunks.pendingBytes() >= SPILL_BYTES) await s.persister.spill()
   }
   ops.push(s.store.metaOp())
