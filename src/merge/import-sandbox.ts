@@ -12,7 +12,7 @@ import { ChunkStore, hashChunk, hexName } from '../store/chunks.js'
 import { FIRST_INO, Store, type StoreMeta, type TurnRecord } from '../store/store.js'
 import { inoKey, inoOfKey, isInoKey, type Entry } from '../store/entries.js'
 import { META_KEY, entryKey, turnKey, type BatchOp } from '../store/keys.js'
-import { keptStacks, type Branch } from '../store/branches.js'
+import { keptStacks, sameStack, type Branch } from '../store/branches.js'
 import type { Session } from '../session/session.js'
 
 /** What a sandboxed run hands over (sandbox-branch.ts writes it; the daemon gets it as its command's arguments). */
@@ -61,17 +61,31 @@ export async function importSandbox (session: Session, run: SandboxRun): Promise
  */
 export async function importFromStore (target: Store, run: SandboxRun): Promise<ImportResult> {
   if (run.turns.length === 0) return { branch: null, unsure: [] }
-  const kept = new Set(keptStacks(target.meta).flat())
-  const gone = run.applied.filter(id => !kept.has(id))
-  if (gone.length) {
-    throw new CpfsError('IMPORT_BASE_GONE', `the turns the real directory held when the sandboxed run started are no longer in the history (layers ${gone.join(', ')}; pruned meanwhile?)`, 'the run\'s store is kept: see the path printed above')
-  }
+  const applied = baseNow(target.meta, run.applied)
   const source = await openSource(run.store, target.meta.workspace)
   try {
-    return await copy(source, target, run)
+    return await copy(source, target, { ...run, applied })
   } finally {
     await source.close()
   }
+}
+
+/**
+ * The layers the run started from, as the store holds them now: retention may have merged the
+ * oldest of them into one layer during the run (prune.ts squashOldest), which every stack that
+ * held them starts with now.
+ */
+function baseNow (meta: StoreMeta, applied: number[]): number[] {
+  const kept = new Set(keptStacks(meta).flat())
+  const k = applied.findIndex(id => kept.has(id))
+  const merged = k === -1 ? applied.length : k
+  if (merged === 0 && applied.every(id => kept.has(id))) return applied
+  const rest = applied.slice(merged)
+  // Squashing works on the head's line: its first layer is the merged one.
+  const st = meta.stack
+  if (merged >= 2 && rest.every(id => kept.has(id)) && st.length > rest.length && sameStack(st.slice(1, 1 + rest.length), rest) && !applied.includes(st[0])) return [st[0], ...rest]
+  const gone = applied.filter(id => !kept.has(id))
+  throw new CpfsError('IMPORT_BASE_GONE', `the turns the real directory held when the sandboxed run started are no longer in the history (layers ${gone.join(', ')}; pruned meanwhile?)`, 'the run\'s store is kept: see the path printed above')
 }
 
 async function openSource (path: string, workspace: string): Promise<Store> {

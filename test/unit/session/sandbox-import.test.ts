@@ -103,3 +103,20 @@ t.test('a failing import changes nothing in the shared store', async t => {
   t.same(again.meta.branches, [], 'nor in the stored metadata')
   await again.close()
 })
+
+t.test('turns of the run\'s base merged by prune during the run: the branch starts from the merged layer', async t => {
+  const { lower, shared, run } = await setup(t)
+  const { session, close } = await openSession(lower, shared)
+  t.equal((await squashOldest(session, 3)).squashed, 3)
+  const merged = session.meta.stack[0]
+  await close()
+  t.notOk(run.applied.includes(merged))
+  const store = await Store.open(shared, { workspace: lower, create: false })
+  const r = await importFromStore(store, run)
+  t.equal(r.branch, 'b1')
+  const b = store.meta.branches!.at(-1)!
+  t.same(b.stack.slice(0, 1), [merged], 'its base is the merged layer')
+  t.equal(b.mergeBase, 2, 'then the found layer')
+  t.ok((await entries(store, b.stack[1])).has('/w/found'))
+  await store.close()
+})
