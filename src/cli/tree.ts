@@ -18,7 +18,8 @@ const WHY: Record<BranchInfo['by'], string> = {
 
 function left (b: BranchInfo): string {
   const shares = b.shared === 0 ? 'shares only the original tree' : `shares turns 1-${b.shared}`
-  const what = b.what !== undefined ? ` (${displayLine(b.what)})` : ''
+  const cmd = b.what === undefined ? '' : displayLine(b.what)
+  const what = cmd ? `: ${cmd.length > 80 ? cmd.slice(0, 79) + '…' : cmd}` : ''
   return `branch ${b.branch}: left ${age(b.leftAt)} by ${WHY[b.by]}${what}; ${shares} with the head${b.redo ? '; cpfs redo goes back to it' : ''}`
 }
 
