@@ -12,6 +12,7 @@ import { CpfsError } from './errors.js'
 import * as api from './api.js'
 import type { PlanSummary } from './plans/finish.js'
 import { cpfsHome, locate, workspaceId } from './store/locate.js'
+import { commandLine, keepAsBranch, prepareRunQuietly, recordStart } from './sandbox-branch.js'
 
 export interface ExecOptions extends api.Target {
   command: string[]
@@ -30,6 +31,8 @@ export interface ExecResult {
   applied: boolean
   summary: PlanSummary | null
   store: string
+  /** A sandboxed run: the branch of the shared history its work is kept as (sandbox-branch.ts). */
+  branch?: string
 }
 
 const FORWARDED: NodeJS.Signals[] = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGQUIT']
@@ -99,6 +102,10 @@ export async function exec (opts: ExecOptions): Promise<ExecResult> {
       await new Promise(resolve => setTimeout(resolve, 100))
     }
   }
+  // Inside a sandbox with a store of its own: make its work ready to be kept as a branch of the
+  // shared history (sandbox-branch.ts); the outer cpfs copies it once the namespace is gone.
+  const state = process.env.CPFS_IN_SANDBOX ? process.env.CPFS_STATE_DIR : undefined
+  if (state && result && opts.store === join(state, 'store')) await prepareRunQuietly(loc.workspace, opts.store, state)
   if (failure) throw failure
   return { ...outcome, applied: Boolean(result?.applied), summary: result?.summary ?? null, store: locate(loc.workspace, opts.store).store }
 }
@@ -106,6 +113,14 @@ export async function exec (opts: ExecOptions): Promise<ExecResult> {
 async function sandboxed (opts: ExecOptions, workspace: string): Promise<ExecResult> {
   const state = sandboxState(workspace)
   const store = opts.store ?? join(state, 'store')
+  // Its work becomes a branch of the shared history (not when it was given a store of its own).
+  let branch = opts.store === undefined
+  try {
+    if (branch) await recordStart(workspace, state, commandLine(opts.command, Boolean(opts.turnPerCommand || opts.stepPerCommand)))
+  } catch (err: any) {
+    branch = false // the run goes on as before; it only will not be a branch
+    process.stderr.write(`cpfs: the sandboxed run will not be kept as a branch: cannot read where the history is (${String(err?.message ?? err).split('\n')[0]})\n`)
+  }
   const args = [process.argv[1], 'exec', workspace, '--store', store, '--json-result', join(state, 'result.json')]
   if (opts.discard) args.push('--discard')
   if (opts.turnPerCommand) args.push('--turn-per-command')
@@ -119,7 +134,11 @@ async function sandboxed (opts: ExecOptions, workspace: string): Promise<ExecRes
   try {
     inner = JSON.parse(fs.readFileSync(join(state, 'result.json'), 'utf8'))
   } catch {}
+  const kept = branch ? await keepAsBranch(workspace, state, Boolean(inner && !inner.error)) : null
+  if (kept?.branch) {
+    process.stderr.write(`cpfs: the sandboxed run is kept as branch ${kept.branch} of ${workspace}'s history (cpfs log --all)${kept.unsure.length ? `; ${kept.unsure.length} path${kept.unsure.length === 1 ? '' : 's'} changed outside it meanwhile (a merge refuses them): ${kept.unsure.slice(0, 3).join(', ')}` : ''}\n`)
+  }
   if (!inner) throw new CpfsError('SANDBOX_FAILED', `the sandboxed run ended without a result (exit ${r.code})`, `see the log in ${state}`)
   if (inner.error) throw new CpfsError(inner.error.code, inner.error.message, inner.error.hint)
-  return { ...inner, store }
+  return { ...inner, store, ...(kept?.branch ? { branch: kept.branch } : {}) }
 }

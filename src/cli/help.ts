@@ -240,7 +240,8 @@ CMD's exit code. Ctrl-C and SIGTERM are passed on to
 CMD, and the mount is always cleaned up.
   --sandbox           run in a private mount namespace: only CMD and its children see the
                       overlay, with a store of its own, so several agents can work on one
-                      checkout at once; each applies when it ends
+                      checkout at once; each applies when it ends, and its work is kept
+                      as a branch of DIR's history (cpfs log --all; cpfs merge bN)
   --turn-per-command  each argument after -- is a shell command line with a turn of its own
   --step-per-command  each argument after -- is a shell command line with a step of its own
 

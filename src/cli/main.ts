@@ -185,7 +185,7 @@ const commands: Record<string, Command> = {
         if (resultFile) writeFileSync(resultFile, JSON.stringify(r))
         else if (f.json) out(JSON.stringify(r))
         else if (r.applied) note(`cpfs: ${formatSummary(r.summary!)}`)
-        else process.stderr.write('cpfs: the real directory was left as it was; the work was kept as a branch (cpfs redo brings it back)\n')
+        else process.stderr.write(`cpfs: the real directory was left as it was; the work was kept as a branch (${r.branch ? `cpfs rewind ${r.branch} or cpfs merge ${r.branch}` : 'cpfs redo'} brings it back)\n`)
         return r.code
       } catch (err) {
         // Inside a sandbox the outer cpfs reports the error: hand it over in the result file.

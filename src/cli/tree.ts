@@ -18,7 +18,9 @@ const WHY: Record<BranchInfo['by'], string> = {
 
 function left (b: BranchInfo): string {
   const shares = b.shared === 0 ? 'shares only the original tree' : `shares turns 1-${b.shared}`
-  return `branch ${b.branch}: left ${age(b.leftAt)} by ${WHY[b.by]}; ${shares} with the head${b.redo ? '; cpfs redo goes back to it' : ''}`
+  const cmd = b.what === undefined ? '' : displayLine(b.what)
+  const what = cmd ? `: ${cmd.length > 80 ? cmd.slice(0, 79) + '…' : cmd}` : ''
+  return `branch ${b.branch}: left ${age(b.leftAt)} by ${WHY[b.by]}${what}; ${shares} with the head${b.redo ? '; cpfs redo goes back to it' : ''}`
 }
 
 /** The log, then each branch with its own turns (`cpfs rewind bN:T` goes to one, `cpfs rewind bN` to its tip). */

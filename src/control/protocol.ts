@@ -29,6 +29,7 @@ import type { BranchInfo } from '../session/branch-log.js'
 import type { SessionStatus } from '../session/session.js'
 import type { MemoryBudgets } from '../store/memory.js'
 import type { MergeResult } from '../merge/run.js'
+import type { ImportResult, SandboxRun } from '../merge/import-sandbox.js'
 
 /** What the daemon reports of its mount (`status`). */
 export interface DaemonStatus extends SessionStatus {
@@ -111,6 +112,10 @@ export interface Commands {
   revert: { args: { turn: string, dryRun?: boolean }, result: MergeResult }
   /** Branch `branch`'s work brought into the head, as a new turn (merge/run.ts). */
   merge: { args: { branch: string, dryRun?: boolean }, result: MergeResult }
+  /** A sandboxed run starts (sandbox-branch.ts): the layers the real directory holds, its base. */
+  'sandbox-start': { args: undefined, result: { applied: number[] } }
+  /** A sandboxed run ended: copy its work into this store as a branch (merge/import-sandbox.ts). */
+  'import-sandbox': { args: SandboxRun, result: ImportResult }
 }
 
 export type CommandName = keyof Commands

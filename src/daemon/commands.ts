@@ -18,6 +18,7 @@ import { branchLog } from '../session/branch-log.js'
 import type { ViewInvalidation } from './invalidation.js'
 import type { WatchInfo } from '../store/underneath.js'
 import { Underneath } from './underneath.js'
+import { importSandbox } from '../merge/import-sandbox.js'
 import { mergeHandlers } from './merge-commands.js'
 
 /** What the handlers work with: the mount's parts, and the daemon's own shutdown. */
@@ -79,6 +80,8 @@ export function daemonHandlers (d: DaemonParts): Handlers {
     steps: async (a) => await listSteps(session, typeof a?.last === 'number' ? a.last : 100),
     'undo-step': async (a) => await views.around(async () => await undoStepIn(session, String(a.ref), { force: Boolean(a.force), dryRun: Boolean(a.dryRun) })),
     unmount: async (a) => await d.shutdown(a?.discard ? 'discard' : 'apply', Boolean(a?.force)),
+    'sandbox-start': () => ({ applied: session.meta.applied.slice() }),
+    'import-sandbox': async (a) => await importSandbox(session, a),
     ...mergeHandlers(d)
   }
 }

@@ -11,6 +11,12 @@ export interface BranchInfo {
   branch: string
   leftAt: number
   by: LeftBy
+  /** A sandboxed run's branch: its command line. */
+  what?: string
+  /** Its turns 1..mergeBase are the base a merge compares with (a sandboxed run: what it started from and found). */
+  mergeBase?: number
+  /** Paths whose base is not known for sure: a merge refuses them. */
+  unsure?: string[]
   /** Turns 1..shared are the head's own turns too: the branch left after turn `shared`. */
   shared: number
   /** Its turns after those, numbered on the branch (bN:T), its tip last. */
@@ -30,7 +36,11 @@ export async function branchLog (history: History, lower: Lower): Promise<Branch
     const shared = sharedTurns(history.meta.stack, b.stack)
     const name = branchName(b)
     const turns = turnLog(history, lower, undefined, b.stack, shared).map(t => ({ ...t, ref: `${name}:${t.turn}` }))
-    out.push({ branch: name, leftAt: b.leftAt, by: b.by, shared, turns, length: b.stack.length, redo: redo !== undefined && sameStack(redo, b.stack) })
+    const info: BranchInfo = { branch: name, leftAt: b.leftAt, by: b.by, shared, turns, length: b.stack.length, redo: redo !== undefined && sameStack(redo, b.stack) }
+    if (b.what !== undefined) info.what = b.what
+    if (b.mergeBase !== undefined) info.mergeBase = b.mergeBase
+    if (b.unsure !== undefined) info.unsure = b.unsure
+    out.push(info)
   }
   return out
 }

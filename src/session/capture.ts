@@ -9,6 +9,8 @@
 //    store soon after the first write, a chunk at a time between requests; once it is a base
 //    entry, the history no longer depends on the real file. It costs what the session's end
 //    would have cost anyway (plans/freeze.ts captures what is still missing then).
+import { appendFileSync } from 'node:fs'
+import { join } from 'node:path'
 import { fsError } from '../errors.js'
 import type { Lower, LowerStat } from '../real/lower.js'
 import type { Overlay } from '../overlay/overlay.js'
@@ -24,6 +26,15 @@ import type { Space } from './space.js'
 
 /** Real files up to this size have their original bytes kept at the first write (onCopyUp). */
 const EAGER_CAPTURE_BYTES = Number(process.env.CPFS_EAGER_CAPTURE_BYTES ?? 1024 * 1024)
+/**
+ * A sandboxed run (cpfs exec --sandbox) becomes a branch of the shared history whose merge
+ * base must be what the run found. Another agent may change the real files meanwhile, so its
+ * daemon keeps the original of every real file or symlink at the first change, whatever its
+ * size (no background freeze): the run's own store then knows what it found
+ * (sandbox-branch.ts). A path whose original could not be kept (the real file had changed
+ * already) is listed in the state dir's `unsure` file.
+ */
+const KEEP_ORIGINALS = Boolean(process.env.CPFS_IN_SANDBOX)
 /** Chunks a capture of real files holds in memory before it writes them to the store. */
 const SPILL_BYTES = 32 * 1024 * 1024
 
@@ -51,10 +62,31 @@ export class RealCapture {
       // An inode record: the real path it came from is what the history depends on.
       const rec = this.overlay.head.get(p)
       const o = rec && rec.kind !== 'w' && rec.kind !== 'h' ? rec.realPath : undefined
-      if (o !== undefined && !this.fingerprints.has(o)) this.noteReal(o)
+      if (o !== undefined && !this.fingerprints.has(o)) this.firstChange(o)
     } else if (!this.fingerprints.has(p)) {
-      this.noteReal(p)
+      this.firstChange(p)
     }
+  }
+
+  private firstChange (p: string): void {
+    this.noteReal(p)
+    if (KEEP_ORIGINALS) this.keepOriginal(p)
+  }
+
+  /**
+   * A sandboxed run's first change of p: keep the real file or symlink as its base entry now,
+   * if it is still what the mount showed (its fingerprint); else p is unsure (listed in the
+   * state dir) — a merge refuses it rather than guess its base. Directories keep their state
+   * in the real directory: only their mode would be lost, and capturing one is a tree walk.
+   */
+  private keepOriginal (p: string): void {
+    if (p.includes('\0') || !this.lower.servedByReal(p)) return
+    const st = lstatReal(this.lower, p)
+    if (st.type !== 'f' && st.type !== 'l') return
+    const known = this.fingerprints.get(p)
+    if (known && fingerprintDrift(known, st)) return noteUnsure(p)
+    const op = this.captureBase(p)
+    if (op) this.persister.queue(op)
   }
 
   /** Record (or with null, forget) what cpfs knows of real path p; stored with the next batch. */
@@ -130,7 +162,7 @@ export class RealCapture {
         throw fsError('EIO', lowerPath, 'the real file changed outside the mount')
       }
     }
-    if (size > EAGER_CAPTURE_BYTES) return this.freezeLater(lowerPath)
+    if (size > EAGER_CAPTURE_BYTES && !KEEP_ORIGINALS) return this.freezeLater(lowerPath)
     const op = this.captureBase(lowerPath)
     if (op) this.persister.queue(op)
   }
@@ -200,6 +232,15 @@ export class RealCapture {
     this.persister.queue(this.store.baseOp(p, e))
     this.persister.schedule()
   }
+}
+
+/** A sandboxed run could not keep p's original (sandbox-branch.ts reads the list). */
+function noteUnsure (p: string): void {
+  const dir = process.env.CPFS_STATE_DIR
+  if (!dir) return
+  try {
+    appendFileSync(join(dir, 'unsure'), JSON.stringify(p) + '\n')
+  } catch {}
 }
 
 /** A lower stat in the shape fingerprints take (a cached null: nothing was there). */

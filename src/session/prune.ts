@@ -52,7 +52,13 @@ export async function squashOldest (session: Session, k: number): Promise<Squash
   if (applied.length >= k) meta.applied = [layer, ...applied.slice(k)]
   const squash = (st: number[]): number[] => sameStack(st.slice(0, k), old) ? [layer, ...st.slice(k)] : st
   meta.redo = meta.redo.map(squash)
-  for (const b of meta.branches ?? []) b.stack = squash(b.stack)
+  for (const b of meta.branches ?? []) {
+    const squashed = squash(b.stack)
+    // A sandboxed run's base (its first mergeBase layers) starts with the k turns merged: it is
+    // k - 1 layers shorter now, and still ends at the same layer (the run's `found`).
+    if (squashed !== b.stack && b.mergeBase !== undefined && b.mergeBase >= k) b.mergeBase -= k - 1
+    b.stack = squashed
+  }
   for (const id of old) delete meta.parts?.[id]
   ops.push(session.store.metaOp())
   await session.store.batch(ops, true)
