@@ -48,8 +48,13 @@ export async function importSandbox (session: Session, run: SandboxRun): Promise
     // What the mount has queued lands first: the branch's batch comes after it.
     await session.persister.flushAll(false)
     const r = await importFromStore(session.store, run)
-    // The next metadata record carries the branch too (a batch of the mount encoded before it).
+    // A batch of the mount encoded during the import carries the metadata without the branch,
+    // and may land after it: once those have landed, the metadata is written again, with it.
     session.persister.metaChanged()
+    if (r.branch !== null) {
+      await session.persister.flushAll(false)
+      await session.store.batch([session.store.metaOp()], true)
+    }
     return r
   })
 }
