@@ -18,8 +18,23 @@ export interface MountEntry {
   source: string
 }
 
-/** The cpfs mounts visible here (from /proc/self/mountinfo; no system call on them). */
+/**
+ * The cpfs workspace mounts visible here (from /proc/self/mountinfo; no system call on them).
+ * Views of old turns (daemon/view-mounts.ts) are cpfs mounts too, but no workspace: skipped.
+ */
 export function cpfsMountTable (): MountEntry[] {
+  return everyCpfsMount().filter(m => !m.source.startsWith(VIEW_SOURCE))
+}
+
+/** The views of old turns mounted here (their source starts cpfs-view:). */
+export function viewMountTable (): MountEntry[] {
+  return everyCpfsMount().filter(m => m.source.startsWith(VIEW_SOURCE))
+}
+
+/** What a view's source starts with (a workspace's is "cpfs:" or "cpfs"). */
+export const VIEW_SOURCE = 'cpfs-view:'
+
+function everyCpfsMount (): MountEntry[] {
   let text = ''
   try {
     text = readFileSync('/proc/self/mountinfo', 'utf8')

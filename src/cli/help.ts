@@ -11,6 +11,7 @@ Usage: cpfs <command> [options]
   blame PATH [DIR]       every turn that changed PATH, and the process that changed it
   restore TURN PATH...   restore files or directories to their state at TURN
   fork TURN DEST [DIR]   write the view at TURN into a new directory with its own history
+  view TURN [PATH] [DIR] mount the tree at the start of TURN read-only (--list, --close)
   undo [DIR]             drop everything since the last cpfs turn (--step ID: one step only)
   redo [DIR]             back to the tip the last rewind or undo left (writes since are kept)
   status [DIR]           mounted or not, head, pending turns, store (--all: every store)
@@ -285,6 +286,25 @@ and says so; with none, it says DIR is not mounted and exits 1.
 
 Example:  cd ~ && cpfs unmount ~/src/app`
 }
+
+texts.view = `Usage: cpfs view TURN [PATH] [DIR] [--end] [--json]
+       cpfs view --list [DIR] [--json]
+       cpfs view --close [PATH] [DIR] [--json]
+
+Mount the tree as it was at the start of TURN (N, -N, an id, bN:T, or bN: a branch's tip)
+read-only at PATH, outside the workspace, and print PATH. Nothing is copied: the view is
+served by the workspace's mount daemon from the same store, so the workspace must be
+mounted. PATH must be a new or empty directory outside the workspace and outside any cpfs
+mount; without it a fresh directory under the workspace's cpfs directory is made (and
+removed when the view closes). Several views may be open at once; cpfs unmount closes them.
+The workspace itself does not change: git status there stays as it was.
+  --end     the tree the turn left (the start of the next; for the head turn, now)
+  --list    the open views: turn, start or end, path, label
+  --close   close the view at PATH, or every view of the workspace
+
+Examples:  cpfs view 3                       # prints where turn 3's start is mounted
+           cd "$(cpfs view b2:4 /tmp/b2-4)" && git log --oneline && npm test
+           cpfs view --close /tmp/b2-4`
 
 texts.completion = `Usage: cpfs completion bash|zsh|fish
 

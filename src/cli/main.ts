@@ -24,6 +24,7 @@ import { faultsFromEnv } from '../plans/faults.js'
 import { dirStore, holding, isDirectory, json, lib, note, page, paging, target, workspaceOf, type Command, type Flags } from './common.js'
 import { diffByCommands, diffBySteps, logSteps, stepCommands, undoStepCommand } from './steps.js'
 import { logTree } from './tree.js'
+import { viewCommands } from './views.js'
 
 guardPipes()
 
@@ -344,7 +345,8 @@ const commands: Record<string, Command> = {
       return 0
     }
   },
-  ...stepCommands
+  ...stepCommands,
+  ...viewCommands
 }
 
 async function completion (rest: string[]): Promise<number> {

@@ -28,6 +28,9 @@ import type { TurnInfo } from '../session/reports.js'
 import type { BranchInfo } from '../session/branch-log.js'
 import type { SessionStatus } from '../session/session.js'
 import type { MemoryBudgets } from '../store/memory.js'
+import type { ViewInfo } from '../daemon/view-mounts.js'
+
+export type { ViewInfo } from '../daemon/view-mounts.js'
 
 /** What the daemon reports of its mount (`status`). */
 export interface DaemonStatus extends SessionStatus {
@@ -106,6 +109,11 @@ export interface Commands {
   steps: { args: { last?: number }, result: StepListed[] }
   'undo-step': { args: { ref: string, force?: boolean, dryRun?: boolean }, result: StepUndone }
   unmount: { args: { discard?: boolean, force?: boolean }, result: UnmountResult }
+  /** A read-only mount of the tree at `turn` (its start; with `end`, its end) at `path` (absolute; default: a fresh directory). */
+  'view-open': { args: { turn: string, path?: string, end?: boolean }, result: ViewInfo }
+  /** Close the view at `path` (absolute), or every view: the ones closed. */
+  'view-close': { args: { path?: string } | undefined, result: ViewInfo[] }
+  views: { args: undefined, result: ViewInfo[] }
 }
 
 export type CommandName = keyof Commands

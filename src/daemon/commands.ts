@@ -18,6 +18,8 @@ import { branchLog } from '../session/branch-log.js'
 import type { ViewInvalidation } from './invalidation.js'
 import type { WatchInfo } from '../store/underneath.js'
 import { Underneath } from './underneath.js'
+import type { ViewMounts } from './view-mounts.js'
+import { viewHandlers } from './view-commands.js'
 
 /** What the handlers work with: the mount's parts, and the daemon's own shutdown. */
 export interface DaemonParts {
@@ -27,6 +29,8 @@ export interface DaemonParts {
   views: ViewInvalidation
   underneath: Underneath | WatchInfo
   faults: Faults
+  /** The views of old turns this daemon serves (view-mounts.ts). */
+  viewMounts: ViewMounts
   shutdown: (mode: 'apply' | 'discard', force: boolean) => Promise<UnmountResult>
 }
 
@@ -77,6 +81,7 @@ export function daemonHandlers (d: DaemonParts): Handlers {
     'step-show': async (a) => await stepReport(session, String(a.ref)),
     steps: async (a) => await listSteps(session, typeof a?.last === 'number' ? a.last : 100),
     'undo-step': async (a) => await views.around(async () => await undoStepIn(session, String(a.ref), { force: Boolean(a.force), dryRun: Boolean(a.dryRun) })),
-    unmount: async (a) => await d.shutdown(a?.discard ? 'discard' : 'apply', Boolean(a?.force))
+    unmount: async (a) => await d.shutdown(a?.discard ? 'discard' : 'apply', Boolean(a?.force)),
+    ...viewHandlers(d.viewMounts)
   }
 }
