@@ -25,6 +25,7 @@ import { dirStore, holding, isDirectory, json, lib, note, page, paging, target, 
 import { diffByCommands, diffBySteps, logSteps, stepCommands, undoStepCommand } from './steps.js'
 import { logTree } from './tree.js'
 import { viewCommands } from './views.js'
+import { bisectCommands } from './bisect.js'
 
 guardPipes()
 
@@ -346,7 +347,8 @@ const commands: Record<string, Command> = {
     }
   },
   ...stepCommands,
-  ...viewCommands
+  ...viewCommands,
+  ...bisectCommands
 }
 
 async function completion (rest: string[]): Promise<number> {

@@ -111,8 +111,8 @@ export interface Commands {
   unmount: { args: { discard?: boolean, force?: boolean }, result: UnmountResult }
   /** A read-only mount of the tree at `turn` (its start; with `end`, its end) at `path` (absolute; default: a fresh directory). */
   'view-open': { args: { turn: string, path?: string, end?: boolean }, result: ViewInfo }
-  /** Close the view at `path` (absolute), or every view: the ones closed. */
-  'view-close': { args: { path?: string } | undefined, result: ViewInfo[] }
+  /** Close the view at `path` (absolute), or every view: the ones closed; `lazy` detaches busy ones. */
+  'view-close': { args: { path?: string, lazy?: boolean } | undefined, result: ViewInfo[] }
   views: { args: undefined, result: ViewInfo[] }
 }
 

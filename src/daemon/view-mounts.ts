@@ -8,7 +8,7 @@
 // daemon detaches them (lazily: a shell may still be inside) and removes the directories it
 // made, before it mounts anything.
 import * as fs from 'node:fs'
-import { join } from 'node:path'
+import { join, resolve } from 'node:path'
 import { CpfsError, fsError } from '../errors.js'
 import { Channel } from '../fuse/channel.js'
 import type { Durability } from '../fuse/contract.js'
@@ -19,7 +19,7 @@ import { NAME_MAX, nameMax } from '../overlay/limits.js'
 import { Overlay } from '../overlay/overlay.js'
 import type { Session } from '../session/session.js'
 import { turnState, type TurnEdge } from '../session/turn-view.js'
-import type { Location } from '../store/locate.js'
+import { realPathOutside, type Location } from '../store/locate.js'
 import { VIEW_SOURCE, viewMountTable } from '../workspaces.js'
 import { ReadOnlyFilesystem } from './read-only-fs.js'
 import { checkViewPath, defaultViewPath } from './view-path.js'
@@ -153,6 +153,7 @@ export class ViewMounts {
   async close (path?: string, lazy = false): Promise<ViewInfo[]> {
     let targets = [...this.views.values()]
     if (path !== undefined) {
+      path = realPathOutside(resolve(path))
       const v = this.views.get(path)
       if (!v) {
         const open = this.list().map(i => i.path)

@@ -40,8 +40,10 @@ function resolveTurnRef (session: Session, spec: string): TurnRef {
 export function turnLabel (session: Session, stack: number[], turn: number): string {
   const layer = stack[turn - 1]
   if (layer === undefined) return ''
-  const rec = session.store.turnRecord(layer) as { message?: string, prompt?: string, id?: string }
-  return displayLine(rec.message ?? rec.prompt ?? rec.id ?? '')
+  // As cpfs log shows them: `summary` is what `cpfs turn -m` said the turn did; `prompt`
+  // (or, in older records, `message`) what it was opened for.
+  const rec = session.store.turnRecord(layer) as { summary?: string, message?: string, prompt?: string, id?: string }
+  return displayLine(rec.summary ?? rec.prompt ?? rec.message ?? rec.id ?? '')
 }
 
 /**
