@@ -4,9 +4,10 @@
 // several views at once, listed and closed; unmount and kill -9 leave no view behind; any
 // branch's turn; bad input refused in one line, changing nothing.
 import t from 'tap'
+import { spawn } from 'node:child_process'
 import * as fs from 'node:fs'
 import { join } from 'node:path'
-import { daemonPid, exited, fuseAvailable, manifest, workspace, type Env } from './helpers.js'
+import { daemonPid, exited, fuseAvailable, manifest, until, workspace, type Env } from './helpers.js'
 
 const PROJECT = `git init -q && git config user.email t@t && git config user.name t
   echo 'console.log(1)' > app.js && echo '# app' > README.md && git add -A && git commit -qm one`
@@ -40,7 +41,8 @@ async function views (w: Env): Promise<Array<{ turn: number, ref: string, at: st
   return JSON.parse(await w.okAsync('view', '--list', '--json', w.ws))
 }
 
-t.jobs = 2
+// The cases share nothing (a workspace and daemon each) and mostly wait on daemons.
+t.jobs = 3
 
 if (fuseAvailable(t)) {
   t.test('a view shows the old tree to real tools; the live tree keeps its own; every write is refused', async t => {
@@ -104,34 +106,16 @@ if (fuseAvailable(t)) {
     await w.okAsync('view', '1', w.ws)
     await w.okAsync('view', '2', given, w.ws)
     // A shell inside a view keeps it busy: unmount detaches it anyway (the daemon must end).
-    const busy = w.shAsync(`cd ${given} && sleep 2`)
+    const busy = spawn('bash', ['-c', 'sleep 600'], { cwd: given, stdio: 'ignore' })
+    t.teardown(() => { busy.kill('SIGKILL') })
+    t.ok(await until(() => { try { return fs.readlinkSync(`/proc/${busy.pid}/cwd`) === given } catch { return false } }), 'a shell is inside a view')
     await w.okAsync('unmount', w.ws)
-    await busy
+    busy.kill('SIGKILL')
     t.same(mountsOf(w), [], 'unmount closed every view')
     t.same(JSON.parse(fs.readFileSync(join(w.home, fs.readdirSync(w.home).find(d => fs.existsSync(join(w.home, d, 'views.json')))!, 'views.json'), 'utf8')), [], 'views.json lists none')
   })
 
-  t.test('kill -9 of the daemon with views open: the next mount clears them', async t => {
-    const w = await threeTurns(t)
-    const base = join(w.ws, '..')
-    const v1 = await w.okAsync('view', '1', w.ws)
-    const given = join(base, 'given')
-    await w.okAsync('view', '2', given, w.ws)
-    const pid = daemonPid(w.home)
-    process.kill(pid, 'SIGKILL')
-    t.ok(await exited(pid), 'the daemon is gone')
-    t.ok(viewMounts().includes(v1) && viewMounts().includes(given), 'its views are still in the mount table (dead)')
-    await w.okAsync('mount', w.ws)
-    t.same(viewMounts().filter(p => p.startsWith(base)), [], 'the new daemon detached them')
-    t.notOk(fs.existsSync(v1), 'and removed the directories they had')
-    t.same(await views(w), [], 'no view open')
-    const again = await w.okAsync('view', '2', given, w.ws)
-    t.equal(await w.runAsync('cat app.js', again), 'console.log(2)\n', 'the same path serves a new view')
-    await w.okAsync('unmount', w.ws)
-    t.same(mountsOf(w), [])
-  })
-
-  t.test('views of a branch\'s turns, and of the end of a turn; a view stays as it was opened', async t => {
+  t.test('views of a branch\'s turns, and of the end of a turn; a view stays as it was opened; kill -9 leaves none behind', async t => {
     const w = await threeTurns(t)
     const base = join(w.ws, '..')
     await w.okAsync('rewind', '2', w.ws)
@@ -150,6 +134,19 @@ if (fuseAvailable(t)) {
     t.equal(await w.runAsync('cat app.js', now), 'console.log(20)\n', 'the view keeps what it showed, whatever the workspace does')
     t.equal(await w.runAsync('cat app.js', v), 'console.log(3)\n')
     t.same((await views(w)).map(x => [x.ref, x.at]), [[`${b}:3`, 'start'], [b, 'end'], ['2', 'end']], '--list names each')
+
+    // kill -9 of the daemon with views open: the next mount clears them.
+    const made = await w.okAsync('view', '1', w.ws)
+    const pid = daemonPid(w.home)
+    process.kill(pid, 'SIGKILL')
+    t.ok(await exited(pid), 'the daemon is gone')
+    t.ok([v, made].every(p => viewMounts().includes(p)), 'its views are still in the mount table (dead)')
+    await w.okAsync('mount', w.ws)
+    t.same(viewMounts().filter(p => p.startsWith(base)), [], 'the new daemon detached them')
+    t.notOk(fs.existsSync(made), 'and removed the directory it had made')
+    t.same(await views(w), [], 'no view open')
+    const again = await w.okAsync('view', `${b}:3`, v, w.ws)
+    t.equal(await w.runAsync('cat app.js', again), 'console.log(3)\n', 'the same path serves a new view')
     await w.okAsync('unmount', w.ws)
     t.same(mountsOf(w), [])
   })
