@@ -401,7 +401,7 @@ async function main (argv: string[]): Promise<number> {
     return 0
   }
   let parsed
-  const takesTurn = cmd.args[0]?.startsWith('TURN')
+  const takesTurn = cmd.args[0]?.startsWith('TURN') || name === 'bisect' // bisect: --good -3, --bad -1
   try {
     parsed = parseArgs({ args: takesTurn ? hideRelativeTurns(own) : own, options: cmd.options, allowPositionals: true, strict: true })
   } catch (err: any) {
