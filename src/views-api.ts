@@ -1,15 +1,14 @@
 // Views of old turns, as a library (issue 23): a read-only mount of the tree at any turn of
 // any branch, outside the workspace, served by the workspace's mount daemon (so the workspace
 // must be mounted). Nothing is copied; the workspace itself is not touched.
-import { readFileSync } from 'node:fs'
-import { join, resolve } from 'node:path'
+import { resolve } from 'node:path'
 import { where, type Target } from './api.js'
 import { callDaemon } from './control/mounted.js'
 import type { ViewInfo } from './control/protocol.js'
 import { daemonUp } from './daemons.js'
 import { CpfsError } from './errors.js'
 import { realPathOutside, type Location } from './store/locate.js'
-import { cpfsMountTable, stateDirOf } from './workspaces.js'
+import { workspaceServing } from './workspaces.js'
 
 export type { ViewInfo } from './control/protocol.js'
 
@@ -52,17 +51,4 @@ export async function closeViews (opts: Target & { path?: string } = {}): Promis
 export async function listViews (opts: Target = {}): Promise<ViewInfo[]> {
   const loc = await mounted(opts)
   return await callDaemon(loc, { cmd: 'views' })
-}
-
-/** The mounted workspace whose daemon serves the view at `path` (from each one's views.json), or null. */
-export function workspaceServing (path: string): string | null {
-  for (const m of cpfsMountTable()) {
-    const dir = stateDirOf(m)
-    if (dir === undefined) continue
-    try {
-      const records = JSON.parse(readFileSync(join(dir, 'views.json'), 'utf8')) as Array<{ path: string }>
-      if (records.some(r => r.path === path)) return m.point
-    } catch {}
-  }
-  return null
 }

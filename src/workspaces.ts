@@ -119,11 +119,27 @@ export function findWorkspaceOf (p: string = process.cwd(), opts: { touch?: bool
   const start = touch ? realish(p) : resolve(p)
   const m = enclosingMount(start)
   if (m !== null) return m.point
+  // Inside a view of an old turn: its workspace is the one whose daemon serves it.
+  const view = enclosingMount(start, viewMountTable())
+  if (view !== null) return workspaceServing(view.point)
   if (!touch) return null
   for (let cur = start; ; cur = resolve(cur, '..')) {
     if (hasHistory(cur)) return cur
     if (cur === '/') return null
   }
+}
+
+/** The mounted workspace whose daemon serves the view at `point` (from each one's views.json), or null. */
+export function workspaceServing (point: string): string | null {
+  for (const m of cpfsMountTable()) {
+    const dir = stateDirOf(m)
+    if (dir === undefined) continue
+    try {
+      const records = JSON.parse(readFileSync(join(dir, 'views.json'), 'utf8')) as Array<{ path: string }>
+      if (records.some(r => r.path === point)) return m.point
+    } catch {}
+  }
+  return null
 }
 
 /** Workspaces with history under CPFS_HOME (from their records). */

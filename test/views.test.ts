@@ -7,7 +7,7 @@ import t from 'tap'
 import { spawn } from 'node:child_process'
 import * as fs from 'node:fs'
 import { join } from 'node:path'
-import { daemonPid, exited, fuseAvailable, manifest, until, workspace, type Env } from './helpers.js'
+import { CLI, daemonPid, exited, fuseAvailable, manifest, until, workspace, type Env } from './helpers.js'
 
 const PROJECT = `git init -q && git config user.email t@t && git config user.name t
   echo 'console.log(1)' > app.js && echo '# app' > README.md && git add -A && git commit -qm one`
@@ -56,6 +56,8 @@ if (fuseAvailable(t)) {
     t.same((await w.runAsync('ls', v)).split('\n').filter(Boolean), ['README.md', 'app.js'], 'ls: README.md still there, new.txt not yet')
     t.equal((await w.runAsync('git log --format=%s', v)).trim(), 'two\none', 'git log: both commits')
     t.equal((await w.runAsync('git status --porcelain', v)).trim(), '', 'git status: the tree as committed then')
+    const inView = JSON.parse(await w.runAsync(`node ${CLI} status --json`, v))
+    t.match(inView, { workspace: w.ws, mounted: true }, 'a cpfs command inside a view works on the workspace serving it, never on the view')
     t.equal(await w.runAsync('cat app.js'), 'console.log(3)\n', 'the live tree keeps its state')
     t.notOk(fs.existsSync(join(w.ws, 'README.md')), 'and its deletion')
     const before = manifest(v)

@@ -48,7 +48,10 @@ async function close (pos: string[], f: Flags): Promise<number> {
   // One argument: the view to close if it is one, else the workspace whose views all close.
   const [path, dir] = pos.length === 2 ? pos : pos.length === 1 && !isViewMount(pos[0]) && isWorkspaceRoot(pos[0]) ? [undefined, pos[0]] : [pos[0], undefined]
   const lib = await viewsLib()
-  const closed = await lib.closeViews({ path, store: f.store as string | undefined, dir: dir !== undefined || path === undefined ? workspaceOf(dir) : undefined })
+  const t = { path: path === undefined ? undefined : resolve(path), store: f.store as string | undefined, dir: dir !== undefined || path === undefined ? workspaceOf(dir) : undefined }
+  // This process must not keep a view busy itself (cpfs view --close run from inside one).
+  process.chdir('/')
+  const closed = await lib.closeViews(t)
   out(f.json ? JSON.stringify(closed, null, 2) : closed.length === 0 ? 'no view was open' : closed.map(v => `closed ${v.path} (${describe(v)})`).join('\n'))
   return 0
 }
