@@ -110,7 +110,9 @@ if (fuseAvailable(t)) {
     const w = workspace(t, PROJECT, { env: { TMPDIR: tmp } })
     await sevenTurns(w)
     const before = await snapshot(w)
-    const build = `mkdir -p out && cp lib.js test.js out/ && echo built > out/stamp && cd out && ${TEST}`
+    // Each probe starts from the view as it is (exit 200, which stops the search, if an earlier
+    // probe's output were still there), then writes its build output.
+    const build = `test ! -e out || exit 200; mkdir out && cp lib.js test.js out/ && echo built > out/stamp && cd out && ${TEST}`
     const ro = await w.cpfsAsync('bisect', '--good', '1', '--run', build, w.ws)
     t.equal(ro.code, 1, 'without --write the build cannot write in a view')
     t.match(ro.stderr, /Read-only file system[\s\S]*turn 1, given as good, is not/, 'and says so')

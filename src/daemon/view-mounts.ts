@@ -115,17 +115,18 @@ export class ViewMounts {
     const path = where?.path ?? defaultViewPath(this.loc, state.ref + (state.at === 'end' && state.ref !== `b${state.branch}` ? '-end' : ''))
     if (this.views.has(path)) throw new CpfsError('VIEW_PATH', `${path} is a view already`, 'close it first: cpfs view --close ' + path)
     const created = where === null || where.create
-    if (created) fs.mkdirSync(path, { mode: 0o755 })
     const record: ViewRecord = { turn: state.turn, ref: state.ref, at: state.at, path, openedAt: Date.now(), label: state.label, created }
     const overlay = new Overlay(state.view, new Map(), this.session.lower, this.session.chunks, {
       onChange: () => {},
       allocIno: () => { throw fsError('EROFS', path) },
       checkSpace: () => {}
     })
-    // Recorded before the mount: a crash from here on leaves a record the next daemon clears.
+    // Recorded before the directory and the mount: a crash from here on leaves a record the
+    // next daemon clears (a directory not made yet is no matter: its removal is tried only).
     this.writeRecords([...this.views.values()].map(v => v.record).concat(record))
     let fd: number
     try {
+      if (created) fs.mkdirSync(path, { mode: 0o755 })
       fd = mountFuse(path, { readOnly: true, source: VIEW_SOURCE + state.ref.replace(/[^A-Za-z0-9:._-]/g, '_') + (state.at === 'end' ? '+' : '') })
     } catch (err) {
       if (created) try { fs.rmdirSync(path) } catch {}
