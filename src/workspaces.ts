@@ -165,6 +165,9 @@ function registered (): string[] {
  * another lies inside it. One line names the other workspace and what to do instead.
  */
 export function checkNotNested (workspace: string): void {
+  // A view of an old turn is read-only, and goes when its workspace's daemon does.
+  const view = enclosingMount(workspace, viewMountTable())
+  if (view !== null) throw new CpfsError('NESTED', `${workspace} is inside ${view.point}, a read-only view of an old turn; it cannot be a workspace`, 'mount the workspace itself; cpfs fork TURN DEST makes a turn a directory of its own')
   const mounts = cpfsMounts()
   for (let cur = resolve(workspace, '..'); ; cur = resolve(cur, '..')) {
     const mounted = mounts.includes(cur)

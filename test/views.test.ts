@@ -171,7 +171,8 @@ if (fuseAvailable(t)) {
       [['view', '2', join(base, 'no', 'such'), w.ws], /does not exist/, /parent directory/],
       [['view', '99', join(base, 'v99'), w.ws], /turn 99 does not exist/, /cpfs log --all/],
       [['view', 'b7:1', join(base, 'v99'), w.ws], /no branch b7/, /cpfs log --all/],
-      [['view', '--close', join(base, 'full'), w.ws], /is not an open view/, /cpfs view --list/]
+      [['view', '--close', join(base, 'full'), w.ws], /is not an open view/, /cpfs view --list/],
+      [['mount', other], /a read-only view of an old turn; it cannot be a workspace/, /mount the workspace itself/]
     ]
     for (const [args, why, hint] of cases) {
       const r = await w.cpfsAsync(...args)
