@@ -149,8 +149,14 @@ if (fuseAvailable(t)) {
     t.same(await views(w), [], 'no view open')
     const again = await w.okAsync('view', `${b}:3`, v, w.ws)
     t.equal(await w.runAsync('cat app.js', again), 'console.log(3)\n', 'the same path serves a new view')
+    // Killed again, then unmounted with no mount in between: its views go with the stale mount.
+    const pid2 = daemonPid(w.home)
+    process.kill(pid2, 'SIGKILL')
+    t.ok(await exited(pid2), 'the daemon is gone again')
+    t.ok(viewMounts().includes(again), 'its view is a dead mount now')
     await w.okAsync('unmount', w.ws)
-    t.same(mountsOf(w), [])
+    t.same(mountsOf(w), [], 'cpfs unmount of the stale workspace removed its view too')
+    t.notOk(fs.existsSync(again), 'and the directory the view had made')
   })
 
   t.test('bad input: one line each, non-zero, nothing changed', async t => {
