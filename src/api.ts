@@ -130,7 +130,11 @@ export async function unmount (opts: Target & { discard?: boolean, force?: boole
     return await callDaemon(loc, { cmd: 'unmount', args: { discard: Boolean(opts.discard), force: Boolean(opts.force) } })
   }
   const stale = loc.stale || isMounted(loc.workspace)
-  if (stale) await unmountPath(loc.workspace, true)
+  if (stale) {
+    await unmountPath(loc.workspace, true)
+    // Views its dead daemon served are dead mounts in the workspace's cpfs directory: gone too.
+    await (await import('./daemon/view-mounts.js')).ViewMounts.clearLeftovers(loc)
+  }
   const fresh = where(opts)
   if (!stale && !fs.existsSync(join(fresh.store, 'db'))) {
     throw new CpfsError('NOT_MOUNTED', `${fresh.workspace} is not mounted, and has no cpfs history`, `cpfs mount ${fresh.workspace} mounts it`)

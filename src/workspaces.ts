@@ -18,8 +18,23 @@ export interface MountEntry {
   source: string
 }
 
-/** The cpfs mounts visible here (from /proc/self/mountinfo; no system call on them). */
+/**
+ * The cpfs workspace mounts visible here (from /proc/self/mountinfo; no system call on them).
+ * Views of old turns (daemon/view-mounts.ts) are cpfs mounts too, but no workspace: skipped.
+ */
 export function cpfsMountTable (): MountEntry[] {
+  return everyCpfsMount().filter(m => !m.source.startsWith(VIEW_SOURCE))
+}
+
+/** The views of old turns mounted here (their source starts cpfs-view:). */
+export function viewMountTable (): MountEntry[] {
+  return everyCpfsMount().filter(m => m.source.startsWith(VIEW_SOURCE))
+}
+
+/** What a view's source starts with (a workspace's is "cpfs:" or "cpfs"). */
+export const VIEW_SOURCE = 'cpfs-view:'
+
+function everyCpfsMount (): MountEntry[] {
   let text = ''
   try {
     text = readFileSync('/proc/self/mountinfo', 'utf8')
@@ -104,11 +119,27 @@ export function findWorkspaceOf (p: string = process.cwd(), opts: { touch?: bool
   const start = touch ? realish(p) : resolve(p)
   const m = enclosingMount(start)
   if (m !== null) return m.point
+  // Inside a view of an old turn: its workspace is the one whose daemon serves it.
+  const view = enclosingMount(start, viewMountTable())
+  if (view !== null) return workspaceServing(view.point)
   if (!touch) return null
   for (let cur = start; ; cur = resolve(cur, '..')) {
     if (hasHistory(cur)) return cur
     if (cur === '/') return null
   }
+}
+
+/** The mounted workspace whose daemon serves the view at `point` (from each one's views.json), or null. */
+export function workspaceServing (point: string): string | null {
+  for (const m of cpfsMountTable()) {
+    const dir = stateDirOf(m)
+    if (dir === undefined) continue
+    try {
+      const records = JSON.parse(readFileSync(join(dir, 'views.json'), 'utf8')) as Array<{ path: string }>
+      if (records.some(r => r.path === point)) return m.point
+    } catch {}
+  }
+  return null
 }
 
 /** Workspaces with history under CPFS_HOME (from their records). */
@@ -134,6 +165,9 @@ function registered (): string[] {
  * another lies inside it. One line names the other workspace and what to do instead.
  */
 export function checkNotNested (workspace: string): void {
+  // A view of an old turn is read-only, and goes when its workspace's daemon does.
+  const view = enclosingMount(workspace, viewMountTable())
+  if (view !== null) throw new CpfsError('NESTED', `${workspace} is inside ${view.point}, a read-only view of an old turn; it cannot be a workspace`, 'mount the workspace itself; cpfs fork TURN DEST makes a turn a directory of its own')
   const mounts = cpfsMounts()
   for (let cur = resolve(workspace, '..'); ; cur = resolve(cur, '..')) {
     const mounted = mounts.includes(cur)

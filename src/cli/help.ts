@@ -11,6 +11,8 @@ Usage: cpfs <command> [options]
   blame PATH [DIR]       every turn that changed PATH, and the process that changed it
   restore TURN PATH...   restore files or directories to their state at TURN
   fork TURN DEST [DIR]   write the view at TURN into a new directory with its own history
+  view TURN [PATH] [DIR] mount the tree at the start of TURN read-only (--list, --close)
+  bisect --good T -- CMD find the first turn CMD fails on, testing views of turns
   undo [DIR]             drop everything since the last cpfs turn (--step ID: one step only)
   redo [DIR]             back to the tip the last rewind or undo left (writes since are kept)
   revert TURN [DIR]      take back one turn's change as a new turn, keeping every later turn
@@ -316,6 +318,41 @@ and says so; with none, it says DIR is not mounted and exits 1.
 
 Example:  cd ~ && cpfs unmount ~/src/app`
 }
+
+texts.view = `Usage: cpfs view TURN [PATH] [DIR] [--end] [--json]
+       cpfs view --list [DIR] [--json]
+       cpfs view --close [PATH] [DIR] [--json]
+
+Mount the tree as it was at the start of TURN (N, -N, an id, bN:T, or bN: a branch's tip)
+read-only at PATH, outside the workspace, and print PATH. Nothing is copied: the view is
+served by the workspace's mount daemon from the same store, so the workspace must be
+mounted. PATH must be a new or empty directory outside the workspace and outside any cpfs
+mount; without it a fresh directory under the workspace's cpfs directory is made (and
+removed when the view closes). Several views may be open at once; cpfs unmount closes them.
+The workspace itself does not change: git status there stays as it was.
+  --end     the tree the turn left (the start of the next; for the head turn, now)
+  --list    the open views: turn, start or end, path, label
+  --close   close the view at PATH, or every view of the workspace
+
+Examples:  cpfs view 3                       # prints where turn 3's start is mounted
+           cd "$(cpfs view b2:4 /tmp/b2-4)" && git log --oneline && npm test
+           cpfs view --close /tmp/b2-4`
+
+texts.bisect = `Usage: cpfs bisect --good TURN [--bad TURN] [--write] [--json] (--run "CMD" | -- CMD ARGS...) [DIR]
+
+Find the first bad turn between --good and --bad (default: the head), as git bisect run
+does: CMD runs in a read-only view of the tree each turn left (its end: the start of the next
+turn; for the head turn, the tree now), with the view's root as its current directory. The
+workspace is never touched. CMD's exit code judges the turn: 0 good, 125 cannot be tested
+(skipped), 1-127 bad; 128 and above or a signal stop the search with an error. Both ends are
+tested first. Prints the first bad turn, its label and what it changed (as cpfs diff T --stat),
+or the range skipped turns leave. Turns of a branch: --good b2:1 --bad b2.
+  --write   run CMD in a private writable copy of each view (overlayfs in a mount namespace
+            of its own, upper layer on a tmpfs, all gone afterwards): for builds that write
+  --json    the result as JSON: first, candidates, changes, probes
+
+Examples:  cpfs bisect --good 3 --run "npm test"
+           cpfs bisect --good b2:1 --bad b2 --write -- make check`
 
 texts.completion = `Usage: cpfs completion bash|zsh|fish
 

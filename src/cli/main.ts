@@ -25,6 +25,8 @@ import { dirStore, holding, isDirectory, json, lib, note, page, paging, target, 
 import { diffByCommands, diffBySteps, logSteps, stepCommands, undoStepCommand } from './steps.js'
 import { logTree } from './tree.js'
 import { mergeCommands } from './merge.js'
+import { viewCommands } from './views.js'
+import { bisectCommands } from './bisect.js'
 
 guardPipes()
 
@@ -346,7 +348,9 @@ const commands: Record<string, Command> = {
     }
   },
   ...stepCommands,
-  ...mergeCommands
+  ...mergeCommands,
+  ...viewCommands,
+  ...bisectCommands
 }
 
 async function completion (rest: string[]): Promise<number> {
@@ -399,7 +403,7 @@ async function main (argv: string[]): Promise<number> {
     return 0
   }
   let parsed
-  const takesTurn = cmd.args[0]?.startsWith('TURN')
+  const takesTurn = cmd.args[0]?.startsWith('TURN') || name === 'bisect' // bisect: --good -3, --bad -1
   try {
     parsed = parseArgs({ args: takesTurn ? hideRelativeTurns(own) : own, options: cmd.options, allowPositionals: true, strict: true })
   } catch (err: any) {

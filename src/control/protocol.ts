@@ -30,6 +30,9 @@ import type { SessionStatus } from '../session/session.js'
 import type { MemoryBudgets } from '../store/memory.js'
 import type { MergeResult } from '../merge/run.js'
 import type { ImportResult, SandboxRun } from '../merge/import-sandbox.js'
+import type { ViewInfo } from '../daemon/view-mounts.js'
+
+export type { ViewInfo } from '../daemon/view-mounts.js'
 
 /** What the daemon reports of its mount (`status`). */
 export interface DaemonStatus extends SessionStatus {
@@ -116,6 +119,11 @@ export interface Commands {
   'sandbox-start': { args: undefined, result: { applied: number[] } }
   /** A sandboxed run ended: copy its work into this store as a branch (merge/import-sandbox.ts). */
   'import-sandbox': { args: SandboxRun, result: ImportResult }
+  /** A read-only mount of the tree at `turn` (its start; with `end`, its end) at `path` (absolute; default: a fresh directory). */
+  'view-open': { args: { turn: string, path?: string, end?: boolean }, result: ViewInfo }
+  /** Close the view at `path` (absolute), or every view: the ones closed; `lazy` detaches busy ones. */
+  'view-close': { args: { path?: string, lazy?: boolean } | undefined, result: ViewInfo[] }
+  views: { args: undefined, result: ViewInfo[] }
 }
 
 export type CommandName = keyof Commands

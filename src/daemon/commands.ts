@@ -20,6 +20,8 @@ import type { WatchInfo } from '../store/underneath.js'
 import { Underneath } from './underneath.js'
 import { importSandbox } from '../merge/import-sandbox.js'
 import { mergeHandlers } from './merge-commands.js'
+import type { ViewMounts } from './view-mounts.js'
+import { viewHandlers } from './view-commands.js'
 
 /** What the handlers work with: the mount's parts, and the daemon's own shutdown. */
 export interface DaemonParts {
@@ -29,6 +31,8 @@ export interface DaemonParts {
   views: ViewInvalidation
   underneath: Underneath | WatchInfo
   faults: Faults
+  /** The views of old turns this daemon serves (view-mounts.ts). */
+  viewMounts: ViewMounts
   shutdown: (mode: 'apply' | 'discard', force: boolean) => Promise<UnmountResult>
 }
 
@@ -82,6 +86,7 @@ export function daemonHandlers (d: DaemonParts): Handlers {
     unmount: async (a) => await d.shutdown(a?.discard ? 'discard' : 'apply', Boolean(a?.force)),
     'sandbox-start': () => ({ applied: session.meta.applied.slice() }),
     'import-sandbox': async (a) => await importSandbox(session, a),
-    ...mergeHandlers(d)
+    ...mergeHandlers(d),
+    ...viewHandlers(d.viewMounts)
   }
 }

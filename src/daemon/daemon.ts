@@ -27,6 +27,7 @@ import { native } from '../native/index.js'
 import { Session } from '../session/session.js'
 import { isMounted, type Location } from '../store/locate.js'
 import { mountSource } from '../workspaces.js'
+import { ViewMounts } from './view-mounts.js'
 
 export interface DaemonOptions {
   loc: Location
@@ -121,6 +122,7 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
     // A mount whose daemon died (kill -9): detach it so the real directory is reachable.
     await unmountPath(loc.workspace, true)
   }
+  await ViewMounts.clearLeftovers(loc) // views a killed daemon left
   const { fd: dirFd, own } = ownWayDown(fs.openSync(loc.workspace, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY))
   const { session, recovered, outside } = await openSession(opts, dirFd, faults)
   let fd: number
@@ -169,8 +171,9 @@ export async function runDaemon (opts: DaemonOptions, ready: (info: ReadyInfo) =
   fs.writeFileSync(pidFile, String(process.pid) + '\n', { mode: 0o600 })
   try { fs.unlinkSync(retainingMarker(loc)) } catch {} // left by a retention run that was killed
 
-  const ending = new Shutdown({ loc, session, fd, ch, notifier, watch, underneath, pidFile, umask: opts.umask, faults })
-  const handlers = daemonHandlers({ session, ch, ops, views, underneath, faults, shutdown: async (mode, force) => await ending.run(mode, force) })
+  const viewMounts = new ViewMounts(loc, session)
+  const ending = new Shutdown({ loc, session, fd, ch, notifier, watch, underneath, pidFile, umask: opts.umask, faults, viewMounts })
+  const handlers = daemonHandlers({ session, ch, ops, views, underneath, faults, viewMounts, shutdown: async (mode, force) => await ending.run(mode, force) })
   ending.server = await serve(loc.socket, dispatcher(handlers, (req) => {
     if (ending.closing && req.cmd !== 'ping') throw new CpfsError('BUSY', 'the mount is shutting down', 'wait for cpfs unmount to finish')
   }))

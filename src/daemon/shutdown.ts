@@ -22,6 +22,7 @@ import type { WatchInfo } from '../store/underneath.js'
 import { Underneath } from './underneath.js'
 import { dueRetention, retainAndExit } from './retention.js'
 import type { WatcherEvents } from './watchers.js'
+import type { ViewMounts } from './view-mounts.js'
 
 /** apply: run the plan to the real directory; discard: set the pending turns aside; keep: neither. */
 export type EndMode = 'apply' | 'discard' | 'keep'
@@ -41,6 +42,8 @@ export interface MountParts {
   umask?: number
   /** What the tests make go wrong in the plan (plans/faults.ts). */
   faults: Faults
+  /** Views of old turns, served by this daemon: they go with the mount. */
+  viewMounts?: ViewMounts
 }
 
 export class Shutdown {
@@ -66,6 +69,9 @@ export class Shutdown {
       this.closing = false
       throw err
     }
+    // Views go with the daemon that serves them: only once the workspace's unmount went through
+    // (a refused unmount changes nothing), busy ones lazily (the daemon is about to end).
+    await this.m.viewMounts?.closeAll().catch((err) => process.stderr.write(`cpfs daemon: cannot close the views: ${err.message}\n`))
     await this.release()
     return await this.finish(mode, force)
   }

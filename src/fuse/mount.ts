@@ -16,8 +16,11 @@ export interface MountOptions {
   allowOther?: boolean
   /** What the mount table shows as the mount's source (default "cpfs"). */
   source?: string
+  /** A read-only mount (MS_RDONLY, and `ro` for fusermount3): views of old turns (daemon/view-mounts.ts). */
+  readOnly?: boolean
 }
 
+const MS_RDONLY = 1
 const MS_NOSUID = 2
 const MS_NODEV = 4
 
@@ -39,6 +42,7 @@ function optionString (fd: number | null, opts: MountOptions): string {
   if (fd !== null) o.push(`fd=${fd}`, 'rootmode=40000', `user_id=${process.getuid?.() ?? 0}`, `group_id=${process.getgid?.() ?? 0}`)
   o.push('default_permissions')
   if (opts.allowOther) o.push('allow_other')
+  if (opts.readOnly) o.push('ro')
   return o.join(',')
 }
 
@@ -56,7 +60,7 @@ export function mountFuse (dir: string, opts: MountOptions): number {
   }
   const fd = fs.openSync('/dev/fuse', fs.constants.O_RDWR | fs.constants.O_NONBLOCK)
   try {
-    native.fuseMount(fd, dir, opts.source ?? 'cpfs', 'fuse.cpfs', MS_NOSUID | MS_NODEV, optionString(fd, opts))
+    native.fuseMount(fd, dir, opts.source ?? 'cpfs', 'fuse.cpfs', MS_NOSUID | MS_NODEV | (opts.readOnly ? MS_RDONLY : 0), optionString(fd, opts))
   } catch (err: any) {
     fs.closeSync(fd)
     if (err.code === 'EBUSY') throw new CpfsError('ALREADY_MOUNTED', `${dir} is already a mount point`, `run cpfs unmount ${dir} first`)

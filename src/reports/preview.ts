@@ -22,18 +22,23 @@ export interface RewindPreview {
   drift: string[]
 }
 
-/** Parse "T", "A..B" or nothing (the head turn) into an inclusive range of turns. */
-export function parseRange (session: Session, spec: string | undefined): { a: number, b: number } {
-  if (spec === undefined || spec === '') return { a: session.head, b: session.head }
+/**
+ * Parse "T", "A..B" or nothing (the head turn) into an inclusive range of turns of a stack:
+ * the head's, or a branch's for a single bN:T (or bN, its tip's turn).
+ */
+export function parseRange (session: Session, spec: string | undefined): { a: number, b: number, stack: number[] } {
+  const stack = session.meta.stack
+  if (spec === undefined || spec === '') return { a: session.head, b: session.head, stack }
   const m = /^(.*)\.\.(.*)$/.exec(spec)
   if (!m) {
-    const t = session.resolveTurn(spec)
-    return { a: t, b: t }
+    const r = resolveRef(session.history, spec)
+    const t = r.turn ?? r.stack.length
+    return { a: t, b: t, stack: r.stack }
   }
   const a = m[1] === '' ? 1 : session.resolveTurn(m[1])
   const b = m[2] === '' ? session.head : session.resolveTurn(m[2])
   if (a > b) throw new CpfsError('BAD_RANGE', `turn range ${spec} is backwards`, 'write the older turn first, e.g. 2..5')
-  return { a, b }
+  return { a, b, stack }
 }
 
 /** Is path p one of `paths` or below one (no filter: everything)? */
@@ -48,8 +53,8 @@ function selected (c: Change, paths: string[] | undefined): boolean {
  */
 export async function diffTurns (session: Session, spec: string | undefined, opts: { patches?: boolean, paths?: string[] } = {}): Promise<{ a: number, b: number, changes: Change[] }> {
   await session.persister.flushAll(false)
-  const { a, b } = parseRange(session, spec)
-  const stack = session.meta.stack
+  const { a, b, stack } = parseRange(session, spec)
+  await session.history.load(stack)
   const from = await viewOf(session, stack.slice(0, a - 1))
   const to = await viewOf(session, stack.slice(0, b))
   const touched = touchedPaths(await layersOf(session, stack.slice(a - 1, b)), [])

@@ -180,7 +180,7 @@ export function register (loc: Location): void {
   renameSync(file + '.tmp', file)
 }
 
-/** Is there a cpfs FUSE mount at `dir` right now (from /proc/self/mountinfo)? */
+/** Is there a cpfs FUSE mount of a workspace at `dir` right now (from /proc/self/mountinfo)? */
 export function isMounted (dir: string): boolean {
   let text = ''
   try {
@@ -193,7 +193,8 @@ export function isMounted (dir: string): boolean {
     const sep = parts.indexOf('-')
     if (sep < 0) continue
     const mnt = parts[4]?.replace(/\\(\d{3})/g, (_, o) => String.fromCharCode(parseInt(o, 8)))
-    if (mnt === dir && parts[sep + 1] === 'fuse.cpfs') return true
+    // A view of an old turn (source cpfs-view:...) is no workspace mount.
+    if (mnt === dir && parts[sep + 1] === 'fuse.cpfs' && !(parts[sep + 2] ?? '').startsWith('cpfs-view:')) return true
   }
   return false
 }
