@@ -30,9 +30,20 @@ import type { SessionStatus } from '../session/session.js'
 import type { MemoryBudgets } from '../store/memory.js'
 import type { MergeResult } from '../merge/run.js'
 import type { ImportResult, SandboxRun } from '../merge/import-sandbox.js'
-import type { ViewInfo } from '../daemon/view-mounts.js'
 
-export type { ViewInfo } from '../daemon/view-mounts.js'
+/** A read-only view of a turn the daemon serves (daemon/view-mounts.ts). */
+export interface ViewInfo {
+  /** The turn's number on its line (the head's stack, or its branch). */
+  turn: number
+  /** The turn as it can be named again: T, bN:T, or bN (a branch's tip). */
+  ref: string
+  /** The tree at the turn's start (`cpfs view T`) or at its end (what bisect judges). */
+  at: 'start' | 'end'
+  path: string
+  openedAt: number
+  /** The turn's message, prompt or id ('' when none). */
+  label: string
+}
 
 /** What the daemon reports of its mount (`status`). */
 export interface DaemonStatus extends SessionStatus {

@@ -18,25 +18,14 @@ import { FuseOps } from '../fuse/ops.js'
 import { NAME_MAX, nameMax } from '../overlay/limits.js'
 import { Overlay } from '../overlay/overlay.js'
 import type { Session } from '../session/session.js'
-import { turnState, type TurnEdge } from '../session/turn-view.js'
+import { turnState } from '../plans/turn-view.js'
+import type { ViewInfo } from '../control/protocol.js'
 import { realPathOutside, type Location } from '../store/locate.js'
 import { VIEW_SOURCE, viewMountTable } from '../workspaces.js'
 import { ReadOnlyFilesystem } from './read-only-fs.js'
 import { checkViewPath, defaultViewPath } from './view-path.js'
 
 /** An open view, as `cpfs view --list` shows it. */
-export interface ViewInfo {
-  /** The turn's number on its line (the head's stack, or its branch). */
-  turn: number
-  /** The turn as it can be named again: T, bN:T, or bN (a branch's tip). */
-  ref: string
-  /** The tree at the turn's start (`cpfs view T`) or at its end (what bisect judges). */
-  at: TurnEdge
-  path: string
-  openedAt: number
-  /** The turn's message, prompt or id ('' when none). */
-  label: string
-}
 
 /** What views.json keeps of each view: enough to take it down after a crash. */
 interface ViewRecord extends ViewInfo {

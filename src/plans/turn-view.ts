@@ -5,10 +5,10 @@
 // a rewind).
 import { CpfsError, isCpfsError } from '../errors.js'
 import { View } from '../overlay/view.js'
-import { viewOf } from '../plans/views.js'
-import type { Session } from './session.js'
-import { displayLine } from './labels.js'
-import { resolveRef, type TurnRef } from './tree.js'
+import { viewOf } from './views.js'
+import type { Session } from '../session/session.js'
+import { displayLine } from '../session/labels.js'
+import { resolveRef, type TurnRef } from '../session/tree.js'
 
 /** Which state of the turn: when it began (`cpfs view T`), or what it left (its end). */
 export type TurnEdge = 'start' | 'end'
