@@ -352,11 +352,13 @@ process.on('exit', () => { for (const f of Object.keys(require.cache)) process.s
     t.ok(mine && theirs, `status --all lists both workspaces of ${home}`)
     t.ok(theirs.lastUsed > 0 && theirs.lastUsed <= Date.now(), 'an unmounted workspace: when it was last used, from its history')
     t.notMatch(w.ok('status', '--all'), new RegExp(`${other.ws}.*\\b0s ago`), 'not "used 0s ago" for every workspace')
-    // A sandboxed run keeps its history under $CPFS_HOME/sandboxes: status --all lists it too.
+    // A sandboxed run's history is copied into the workspace's as a branch, and its own store
+    // (under $CPFS_HOME/sandboxes) removed: status --all lists no sandbox left behind.
     const sb = w.cpfs('exec', other.ws, '--sandbox', '--', 'bash', '-c', 'echo s > s')
     t.equal(sb.code, 0, `exec --sandbox: ${sb.stderr.trim()}`)
     const withSandbox = JSON.parse(w.ok('status', '--all', '--json'))
-    t.ok(withSandbox.some((x: any) => x.sandbox === true && x.workspace === other.ws), 'status --all includes the sandbox\'s history')
+    t.notOk(withSandbox.some((x: any) => x.sandbox === true && x.workspace === other.ws), 'status --all lists no sandbox left behind')
+    t.match(JSON.parse(w.ok('log', '--all', '--json', other.ws)).branches, [{ by: 'sandbox', what: /echo s > s/ }], 'the run is a branch of the workspace\'s history')
 
     // The completion scripts call cpfs by name (for turn numbers and ids): put it on PATH.
     const bin = join(w.ws, '..', 'bin')
