@@ -54,7 +54,7 @@ if (fuseAvailable(t)) {
     await client.connect(transport)
     t.teardown(() => client.close())
     const tools = (await client.listTools()).tools.map(x => x.name).sort()
-    t.same(tools, ['blame', 'changes_since', 'checkpoint', 'list_branches', 'list_turns', 'redo', 'rewind', 'rewind_dry_run', 'show_diff', 'status', 'step_begin', 'step_end', 'undo_step'], 'the tools')
+    t.same(tools, ['bisect', 'blame', 'changes_since', 'checkpoint', 'list_branches', 'list_turns', 'list_views', 'merge', 'redo', 'revert', 'rewind', 'rewind_dry_run', 'show_diff', 'status', 'step_begin', 'step_end', 'undo_step', 'view_close', 'view_open'], 'the tools')
     const call = async (name: string, args: Record<string, unknown> = {}) => {
       const r: any = await client.callTool({ name, arguments: args })
       return { error: Boolean(r.isError), text: r.content[0].text as string }
@@ -182,6 +182,74 @@ if (fuseAvailable(t)) {
     w.ok('unmount', w.ws)
   })
 
+  t.test('MCP: views of old turns, bisect, revert and merge, with dry runs, from a real MCP client', async t => {
+    const w = workspace(t, 'echo "exit 0" > check.sh && printf "a\nb\nc\n" > notes.txt')
+    w.ok('mount', w.ws)
+    w.run('echo one > one.txt')
+    w.ok('turn', w.ws, '-m', 'one')
+    w.run('echo "exit 3" > check.sh')
+    w.ok('turn', w.ws, '-m', 'breaks it')
+    w.run('sed -i s/c/C/ notes.txt')
+    w.ok('turn', w.ws, '-m', 'three')
+    const transport = new StdioClientTransport({ command: process.execPath, args: [CLI, 'mcp', w.ws], env: w.env as Record<string, string>, stderr: 'pipe' })
+    const client = new Client({ name: 'cpfs-test', version: '1.0.0' })
+    await client.connect(transport)
+    t.teardown(() => client.close())
+    const call = async (name: string, args: Record<string, unknown> = {}) => {
+      const r: any = await client.callTool({ name, arguments: args })
+      return { error: Boolean(r.isError), text: r.content[0].text as string }
+    }
+    // A view of turn 2's start: one.txt is there, the check still passes; the live tree is as it was.
+    const before = manifest(w.ws)
+    const opened = await call('view_open', { turn: 2 })
+    t.notOk(opened.error, `view_open: ${opened.text}`)
+    const view = JSON.parse(opened.text)
+    t.match(view, { turn: 2, ref: '2', at: 'start' }, 'the view of turn 2')
+    t.equal(fs.readFileSync(join(view.path, 'check.sh'), 'utf8'), 'exit 0\n', 'the file as it was then')
+    t.equal(fs.readFileSync(join(view.path, 'one.txt'), 'utf8'), 'one\n')
+    t.throws(() => fs.writeFileSync(join(view.path, 'one.txt'), 'x'), { code: 'EROFS' }, 'the view refuses writes')
+    t.same(JSON.parse((await call('list_views')).text).views.map((v: any) => v.path), [view.path], 'list_views')
+    t.same(JSON.parse((await call('view_close', { path: view.path })).text).closed.map((v: any) => v.path), [view.path], 'view_close')
+    t.same(JSON.parse((await call('list_views')).text).views, [], 'no view left')
+    t.same(manifest(w.ws), before, 'the workspace did not change')
+    // bisect: turn 2 broke check.sh.
+    const b = await call('bisect', { good: 1, command: 'sh check.sh' })
+    t.notOk(b.error, `bisect: ${b.text}`)
+    const found = JSON.parse(b.text)
+    t.match(found.first, { turn: 2, label: 'breaks it' }, 'bisect finds turn 2')
+    t.same(found.changes.map((c: any) => c.path), ['check.sh'], 'with what it changed, workspace-relative')
+    // revert turn 2, after a dry run that changes nothing.
+    const dry = JSON.parse((await call('revert', { turn: 2, dry_run: true })).text)
+    t.match(dry, { dryRun: true, applied: false, conflicts: [], changes: [{ path: 'check.sh' }] }, 'revert dry_run says what it would change')
+    t.same(manifest(w.ws), before, 'and changes nothing')
+    const rv = JSON.parse((await call('revert', { turn: 2 })).text)
+    t.match(rv, { applied: true, what: 'revert turn 2' }, 'revert')
+    t.equal(w.run('cat check.sh notes.txt'), 'exit 0\na\nb\nC\n', 'turn 2 is taken back, turn 3 kept')
+    // merge: a rewind leaves a branch; its work comes back by a merge, with a conflict first.
+    await call('rewind', { turn: 1 })
+    w.run('echo side > side.txt && sed -i s/a/A/ notes.txt')
+    w.ok('turn', w.ws, '-m', 'side work')
+    const branches = JSON.parse((await call('list_branches')).text).branches
+    const left = branches.find((x: any) => x.turns.some((tt: any) => tt.message === 'breaks it'))
+    t.ok(left, 'the line the rewind left is a branch')
+    const mdry = JSON.parse((await call('merge', { branch: left.branch, dry_run: true })).text)
+    t.match(mdry, { dryRun: true, applied: false, conflicts: [] }, 'merge dry_run: clean')
+    t.same(mdry.changes.map((c: any) => c.path).sort(), ['notes.txt', 'one.txt'], 'the branch\'s one.txt and its notes.txt line, merged')
+    const m = JSON.parse((await call('merge', { branch: left.branch })).text)
+    t.match(m, { applied: true, what: `merge ${left.branch}` }, 'merge')
+    t.equal(w.run('cat notes.txt one.txt side.txt check.sh'), 'A\nb\nC\none\nside\nexit 0\n', 'both lines of work, merged line by line')
+    w.run('sed -i s/C/X/ notes.txt')
+    w.ok('turn', w.ws)
+    // The merge's turn brought line 3's C; a later turn changed it again: taking the merge back conflicts there.
+    const clash = JSON.parse((await call('revert', { turn: m.turn, dry_run: true })).text)
+    t.match(clash, { applied: false, conflicts: [{ path: 'notes.txt', why: 'content' }] }, 'a conflict: the path and why, workspace-relative')
+    const err = await call('merge', { branch: 'b99' })
+    t.ok(err.error, 'an unknown branch is a tool error')
+    t.match(err.text, /^cpfs: /, 'with the CLI\'s one-line message')
+    await client.close()
+    w.ok('unmount', w.ws, '--discard')
+  })
+
   t.test('MCP: numbers or strings for turns, annotations on every tool, read-only tools never write', async t => {
     const w = workspace(t, TREE)
     w.ok('mount', w.ws)
@@ -203,7 +271,7 @@ if (fuseAvailable(t)) {
     }
     const ann = Object.fromEntries(tools.map(x => [x.name, x.annotations]))
     t.equal(ann.rewind?.destructiveHint, true, 'rewind is marked destructive')
-    for (const n of ['list_turns', 'list_branches', 'show_diff', 'rewind_dry_run', 'status']) t.equal(ann[n]?.readOnlyHint, true, `${n} is read-only`)
+    for (const n of ['list_turns', 'list_branches', 'list_views', 'bisect', 'show_diff', 'rewind_dry_run', 'status']) t.equal(ann[n]?.readOnlyHint, true, `${n} is read-only`)
     const call = async (name: string, args: Record<string, unknown> = {}) => {
       const r: any = await client.callTool({ name, arguments: args })
       return { error: Boolean(r.isError), text: r.content.map((c: any) => c.text) as string[] }
