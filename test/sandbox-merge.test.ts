@@ -3,12 +3,12 @@
 // whose base is what the real directory held when it started plus what the run found, so that
 // `cpfs merge bN` can bring it into the head. Real mounts, real tools, the CLI and its daemons
 // in their own processes: offline and mounted workspaces, two runs at once on one checkout, a
-// real file changed during a run, prune, the run's state dir, and (once `cpfs merge` exists)
-// merges of two runs.
+// real file changed during a run, prune, the run's state dir, and merges of two runs.
 import t from 'tap'
 import * as fs from 'node:fs'
 import { spawn } from 'node:child_process'
 import { join } from 'node:path'
+import { createHash, randomBytes } from 'node:crypto'
 import { CLI, fuseAvailable, isMountedAt, manifest, until, workspace, type Env, type Run } from './helpers.js'
 
 const TREE = `printf 'one\\ntwo\\nthree\\n' > a.txt && echo b > b.txt && echo gone > gone.txt && mkdir d && echo x > d/x
@@ -114,6 +114,27 @@ if (fuseAvailable(t)) {
     await w.okAsync('rewind', b!.branch, w.ws)
     t.equal(await w.runAsync('cat a.txt s.txt; test ! -e d && echo no-d'), 'ONE\ntwo\nthree\ns\nno-d\n', 'rewind bN in the mount: the run\'s end state')
     await w.okAsync('unmount', w.ws)
+  })
+
+  t.test('a run that wrote the same bytes as the mount\'s open turn: the head dropping them leaves the branch whole', async t => {
+    const w = workspace(t, TREE)
+    const blob = join(w.ws, '..', 'blob')
+    fs.writeFileSync(blob, randomBytes(300_000))
+    const sum = createHash('sha256').update(fs.readFileSync(blob)).digest('hex')
+    await w.okAsync('mount', w.ws)
+    t.teardown(() => { if (isMountedAt(w.ws)) w.cpfs('unmount', w.ws, '--discard') })
+    await w.runAsync(`cp ${blob} g.bin && sync g.bin`) // the head's own chunks, not sealed yet
+    const r = await w.cpfsAsync('exec', w.ws, '--sandbox', '--discard', '--', 'bash', '-c', `cp ${blob} s.bin`)
+    t.equal(r.code, 0, r.stderr)
+    const b = (await branchesOf(w)).find(x => x.by === 'sandbox')!
+    t.ok(b, 'the run is a branch')
+    await w.runAsync('rm g.bin && sync .') // the head drops its chunks: they go, unless something else holds them
+    await w.okAsync('turn', w.ws)
+    await w.okAsync('rewind', b.branch, w.ws)
+    t.equal(await w.runAsync('sha256sum < s.bin | cut -d" " -f1'), sum + '\n', 'the branch\'s file reads whole')
+    await w.okAsync('unmount', w.ws, '--discard')
+    const fsck = await w.cpfsAsync('fsck', w.ws)
+    t.equal(fsck.code, 0, `cpfs fsck finds nothing lost: ${fsck.stdout.trim()} ${fsck.stderr.trim()}`)
   })
 
   t.test('two sandboxed runs at once on one checkout: two branches, each with exactly its own changes', async t => {

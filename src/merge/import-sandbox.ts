@@ -47,7 +47,7 @@ export async function importSandbox (session: Session, run: SandboxRun): Promise
   return await session.exclusive(async () => {
     // What the mount has queued lands first: the branch's batch comes after it.
     await session.persister.flushAll(false)
-    const r = await importFromStore(session.store, run)
+    const r = await importFromStore(session.store, run, session)
     // A batch of the mount encoded during the import carries the metadata without the branch,
     // and may land after it: once those have landed, the metadata is written again, with it.
     session.persister.metaChanged()
@@ -64,12 +64,12 @@ export async function importSandbox (session: Session, run: SandboxRun): Promise
  * offline command opened) as a branch: stack = [...applied, found, ...turns], mergeBase =
  * applied.length + 1.
  */
-export async function importFromStore (target: Store, run: SandboxRun): Promise<ImportResult> {
+export async function importFromStore (target: Store, run: SandboxRun, live?: Session): Promise<ImportResult> {
   if (run.turns.length === 0) return { branch: null, unsure: [] }
   const applied = baseNow(target.meta, run.applied)
   const source = await openSource(run.store, target.meta.workspace)
   try {
-    return await copy(source, target, { ...run, applied })
+    return await copy(source, target, { ...run, applied }, live)
   } finally {
     await source.close()
   }
@@ -102,7 +102,14 @@ async function openSource (path: string, workspace: string): Promise<Store> {
   }
 }
 
-async function copy (source: Store, target: Store, run: SandboxRun): Promise<ImportResult> {
+/**
+ * `live`: the mount's session, when its daemon imports. Its head may hold the same bytes
+ * (the run and the agent outside wrote the same thing), as chunks it deletes again when the
+ * file goes before the turn is sealed: every chunk the branch uses is pinned in the session's
+ * chunk store, or put there (behind any deletion under way) and written by its persister
+ * before the branch's batch.
+ */
+async function copy (source: Store, target: Store, run: SandboxRun, live?: Session): Promise<ImportResult> {
   const chunks = new ChunkStore(target, 0)
   const ops: BatchOp[] = []
   const hexes: string[] = []
@@ -132,7 +139,8 @@ async function copy (source: Store, target: Store, run: SandboxRun): Promise<Imp
     for (const [key, e] of await source.loadLayer(old)) {
       if (e.kind === 'f') {
         for (const ref of e.chunks.values()) {
-          if (ref) copyChunk(source, target, chunks, ref, seen)
+          if (ref) copyChunk(source, target, live?.chunks ?? chunks, ref, seen)
+          if (live && live.chunks.pendingBytes() >= SPILL_BYTES) await live.persister.flushAll(false)
           if (chunks.pendingBytes() >= SPILL_BYTES) hexes.push(...chunks.drain(ops).hexes)
         }
         if (e.src !== undefined) throw new CpfsError('IMPORT_FAILED', `the sandboxed run's ${key} still depends on the real directory`, 'report this: the run\'s layers should stand alone')
@@ -154,6 +162,8 @@ async function copy (source: Store, target: Store, run: SandboxRun): Promise<Imp
     if (ps.length) parts[id] = ps
     turns.push(id)
   }
+  // The chunks put into the live session's store are written before the batch that refers to them.
+  if (live) await live.persister.flushAll(false)
   hexes.push(...chunks.drain(ops).hexes)
 
   // The branch goes into the stored metadata with the layers (one batch), and into the live
@@ -182,7 +192,7 @@ function copyChunk (source: Store, target: Store, chunks: ChunkStore, ref: Buffe
   const hex = hexName(ref)
   if (seen.has(hex)) return
   seen.add(hex)
-  if (target.hasChunk(hex)) return
+  if (chunks.pin(hex)) return
   const bytes = source.readChunk(hex)
   if (bytes === undefined || !hashChunk(bytes).equals(ref)) {
     throw new CpfsError('IMPORT_FAILED', `chunk ${hex} of the sandboxed run's store ${source.path} is ${bytes === undefined ? 'missing' : 'damaged'}`, `run cpfs fsck on that store's workspace to see what is lost`)

@@ -154,6 +154,19 @@ export class ChunkStore {
     return hash
   }
 
+  /**
+   * Something beside the head now refers to chunk `hex` (a sandboxed run's import, a view of
+   * the head as it is now): pin it, so that the head dropping it can no longer delete it.
+   * False when it must be put again: absent, or its deletion is under way (a put re-queues it
+   * behind that deletion).
+   */
+  pin (hex: string): boolean {
+    if (this.deleting.has(hex)) return false
+    if (!this.pending.has(hex) && !this.known.has(hex) && !this.store.hasChunk(hex)) return false
+    this.headOnly.delete(hex)
+    return true
+  }
+
   /** Every chunk is pinned now (the head turn was sealed: its chunks belong to history). */
   pinAll (): void {
     this.headOnly.clear()
