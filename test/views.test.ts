@@ -128,9 +128,12 @@ if (fuseAvailable(t)) {
     t.equal(await w.runAsync('cat app.js new.txt', v), 'console.log(3)\nnew\n', `${b}:3: the start of the branch's turn 3`)
     const tip = await w.okAsync('view', b, join(base, 'tip'), w.ws)
     t.notOk(fs.existsSync(join(tip, 'README.md')), `${b}: its tip, the deletion included`)
+    await w.runAsync('head -c 300000 /dev/urandom > blob.bin && sync blob.bin') // chunks of the head's open turn
+    const sum = await w.runAsync('sha256sum < blob.bin')
     const now = await w.okAsync('view', '-1', '--end', join(base, 'now'), w.ws)
     t.equal(await w.runAsync('cat app.js', now), 'console.log(20)\n', '--end of the head turn: the tree now')
-    await w.runAsync("echo 'console.log(21)' > app.js")
+    await w.runAsync("echo 'console.log(21)' > app.js && rm blob.bin && sync .") // the head drops the blob's chunks
+    t.equal(await w.runAsync('sha256sum < blob.bin', now), sum, 'the view of the head as it was still reads them')
     await w.okAsync('turn', w.ws)
     await w.okAsync('rewind', '1', w.ws)
     t.equal(await w.runAsync('cat app.js', now), 'console.log(20)\n', 'the view keeps what it showed, whatever the workspace does')

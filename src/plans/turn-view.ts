@@ -5,6 +5,7 @@
 // a rewind).
 import { CpfsError, isCpfsError } from '../errors.js'
 import { View } from '../overlay/view.js'
+import { hexName } from '../store/chunks.js'
 import { viewOf } from './views.js'
 import type { Session } from '../session/session.js'
 import { displayLine } from '../session/labels.js'
@@ -75,5 +76,10 @@ async function headNow (session: Session): Promise<View> {
   const headLayer = stack[stack.length - 1]
   await h.load(stack)
   const head = await session.store.loadLayer(headLayer)
+  // The head's chunks are deleted again when its files change before the turn is sealed: the
+  // snapshot refers to them now, so they are pinned (garbage collection takes what nothing keeps).
+  for (const e of head.values()) {
+    if (e.kind === 'f') for (const ref of e.chunks.values()) if (ref) session.chunks.pin(hexName(ref))
+  }
   return View.build(session.lower, [...h.entriesOf(stack.slice(0, -1)), ...h.partsOf(headLayer).map(id => h.layers.get(id)!), head])
 }
