@@ -140,6 +140,32 @@ if (fuseAvailable(t)) {
     await w.okAsync('unmount', w.ws)
   })
 
+  t.test('merge of a branch older than a prune: its base is still where it forked, so what the head removed stays removed', async t => {
+    const w = workspace(t, PROJECT)
+    await w.okAsync('mount', w.ws)
+    for (const f of ['f', 'two', 'three']) {
+      await w.runAsync(`echo ${f} > ${f}.txt`)
+      await w.okAsync('turn', w.ws)
+    }
+    await w.okAsync('rewind', '2', w.ws) // the branch left holds two.txt and three.txt; it shares turn 1 (f.txt)
+    await w.runAsync('rm f.txt')
+    await w.okAsync('turn', w.ws)
+    for (const f of ['x', 'y']) {
+      await w.runAsync(`echo ${f} > ${f}.txt`)
+      await w.okAsync('turn', w.ws)
+    }
+    const b = JSON.parse(await w.okAsync('log', '--all', '--json', w.ws)).branches[0].branch as string
+    const planned = async () => JSON.parse((await w.cpfsAsync('merge', b, '--dry-run', '--json', w.ws)).stdout).changes.map((c: any) => `${c.change} ${c.path}`)
+    t.same(await planned(), ['added /three.txt', 'added /two.txt'], 'before the prune: only the branch\'s own files')
+    await w.okAsync('unmount', w.ws)
+    await w.okAsync('prune', w.ws, '--keep-turns', '2', '--keep-branches', '5')
+    await w.okAsync('mount', w.ws)
+    t.same(await planned(), ['added /three.txt', 'added /two.txt'], 'after it (turns 1-3 merged, the branch forked at 1): the same, f.txt stays removed')
+    await w.okAsync('merge', b, w.ws)
+    t.equal(await w.runAsync('ls *.txt'), 'a.txt\nkeep.txt\nold.txt\ntarget.txt\nthree.txt\ntwo.txt\nx.txt\ny.txt\n', 'merged: two.txt and three.txt in, f.txt still gone')
+    await w.okAsync('unmount', w.ws)
+  })
+
   t.test('merge bN: the work a rewind left comes back; the same lines changed on both sides conflict', async t => {
     const w = workspace(t, PROJECT)
     await w.okAsync('mount', w.ws)

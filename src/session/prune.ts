@@ -13,7 +13,7 @@ import type { Entry } from '../store/entries.js'
 import { collectGarbage, type GcResult } from '../store/gc.js'
 import { entryKey, turnKey, type BatchOp } from '../store/keys.js'
 import type { TurnRecord } from '../store/store.js'
-import { sameStack, type Branch } from '../store/branches.js'
+import { sameStack, sharedTurns, type Branch } from '../store/branches.js'
 import { pruneTargets } from './retention-plan.js'
 import type { Session } from './session.js'
 import { Phase, progressSink } from '../progress.js'
@@ -57,6 +57,13 @@ export async function squashOldest (session: Session, k: number): Promise<Squash
     // A sandboxed run's base (its first mergeBase layers) starts with the k turns merged: it is
     // k - 1 layers shorter now, and still ends at the same layer (the run's `found`).
     if (squashed !== b.stack && b.mergeBase !== undefined && b.mergeBase >= k) b.mergeBase -= k - 1
+    // A branch that left inside the k turns keeps its own layers, and shares none with the head
+    // from now on: where it forked is kept, or a merge would take the original tree for its base
+    // (and bring back what the head removed since).
+    if (squashed === b.stack && b.mergeBase === undefined) {
+      const forked = sharedTurns(b.stack, stack)
+      if (forked > 0) b.mergeBase = forked
+    }
     b.stack = squashed
   }
   for (const id of old) delete meta.parts?.[id]
