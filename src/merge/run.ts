@@ -71,15 +71,19 @@ async function mergeIn (session: Session, sources: () => Sources, opts: { dryRun
   if (opts.dryRun || first.plan.conflicts.length > 0 || first.plan.ops.length === 0) return first.result(first.plan, false, null, Boolean(opts.dryRun))
   // Pending work becomes a turn of its own (a process may write meanwhile: seal again).
   for (let i = 0; i < 5 && !session.atStartOf(session.head); i++) await session.turn()
-  // One stack change at a time: no rewind or turn of another client runs in between.
-  const done = await session.exclusive(async () => await applyNow(session, await loaded(session, sources())))
-  if (!done.applied) return done
-  const turn = session.head
-  await session.turn({ message: done.what })
-  return { ...done, turn, head: session.head }
+  // One stack change at a time: no rewind or turn of another client runs in between, and the
+  // merge is sealed as its own turn in the same step.
+  return await session.exclusive(async () => {
+    const src = await loaded(session, sources())
+    await session.steps.sealForTurn()
+    return await applyNow(session, src)
+  })
 }
 
-/** Plan on the live view and apply, with no await between (see the top of this file); then flush. */
+/**
+ * Plan on the live view, apply, and seal the head as the merge's turn, with no await between
+ * (see the top of this file): no write of another process lands in the merge's turn.
+ */
 async function applyNow (session: Session, src0: Sources): Promise<MergeResult> {
   const { plan, src, theirsView, result } = planNow(session, src0)
   if (plan.conflicts.length > 0 || plan.ops.length === 0) return result(plan, false, null, false)
@@ -95,8 +99,9 @@ async function applyNow (session: Session, src0: Sources): Promise<MergeResult> 
   } finally {
     session.onViewChange?.(touched)
   }
-  await session.persister.flushAll(true)
-  return result(plan, true, null, false)
+  const turn = session.head
+  await session.sealNow({ message: src.what })
+  return { ...result(plan, true, turn, false), head: session.head }
 }
 
 /** The sources, once their layers are in memory. */

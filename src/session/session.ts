@@ -151,13 +151,22 @@ export class Session {
     return await this.exclusive(async () => {
       // Steps open across the new turn keep what they changed in this one as a part of it.
       await this.steps.sealForTurn()
-      const flushed = this.persister.flushAll(false)
-      const ops = this.sealHead(opts)
-      const committed = this.persister.commit(ops)
-      await flushed
-      await committed
-      return this.head
+      return await this.sealNow(opts)
     })
+  }
+
+  /**
+   * Seal the head as a turn at once: nothing before the seal awaits, so a caller inside
+   * `exclusive` that just changed the head synchronously (a merge) seals exactly its change,
+   * with no FUSE write landing between. The caller has sealed the steps (steps.sealForTurn).
+   */
+  async sealNow (opts: TurnOptions = {}): Promise<number> {
+    const flushed = this.persister.flushAll(false)
+    const ops = this.sealHead(opts)
+    const committed = this.persister.commit(ops)
+    await flushed
+    await committed
+    return this.head
   }
 
   private serial: Promise<unknown> = Promise.resolve()
