@@ -63,6 +63,11 @@ function readRecords (loc: Location): ViewRecord[] {
   }
 }
 
+/** A view's mount source: what `mount` and df show, and how a leftover is told from another's view. */
+function viewSource (v: { ref: string, at: 'start' | 'end' }): string {
+  return VIEW_SOURCE + v.ref.replace(/[^A-Za-z0-9:._-]/g, '_') + (v.at === 'end' ? '+' : '')
+}
+
 export class ViewMounts {
   private readonly views = new Map<string, OpenView>()
 
@@ -77,7 +82,8 @@ export class ViewMounts {
     const records = readRecords(loc)
     let cleared = 0
     for (const r of records) {
-      if (viewMountTable().some(m => m.point === r.path)) {
+      // Its own source too: another workspace's view may be at that path now.
+      if (viewMountTable().some(m => m.point === r.path && m.source === viewSource(r))) {
         try {
           await unmountPath(r.path, true)
           cleared++
@@ -116,7 +122,7 @@ export class ViewMounts {
     let fd: number
     try {
       if (created) fs.mkdirSync(path, { mode: 0o755 })
-      fd = mountFuse(path, { readOnly: true, source: VIEW_SOURCE + state.ref.replace(/[^A-Za-z0-9:._-]/g, '_') + (state.at === 'end' ? '+' : '') })
+      fd = mountFuse(path, { readOnly: true, source: viewSource(state) })
     } catch (err) {
       if (created) try { fs.rmdirSync(path) } catch {}
       this.writeRecords([...this.views.values()].map(v => v.record))
