@@ -18,6 +18,7 @@ import { daemonUp } from './daemons.js'
 import { isMounted, locate, register, type Location } from './store/locate.js'
 import { Store } from './store/store.js'
 import { Session } from './session/session.js'
+import { holdsSomething } from './session/tree.js'
 import { View } from './overlay/view.js'
 import { importFromStore, type ImportResult, type SandboxRun } from './merge/import-sandbox.js'
 import { CHUNK_SIZE, chunkLen, cloneEntry, isInoKey, srcBytes, type Entry, type FileEntry, type LiveEntry } from './store/entries.js'
@@ -130,11 +131,7 @@ function readUnsure (state: string): Set<string> {
 function runStacks (s: Session, stack: number[]): { before: number[], own: number[] } {
   const first = stack.indexOf(1)
   const before = first > 0 ? stack.slice(0, first) : []
-  const own = stack.slice(before.length).filter(id => {
-    if ((s.history.layers.get(id)?.size ?? 0) > 0 || s.history.partsOf(id).length > 0) return true
-    const rec = s.store.turnRecord(id) as { prompt?: string, summary?: string, message?: string }
-    return rec.prompt !== undefined || rec.summary !== undefined || rec.message !== undefined
-  })
+  const own = stack.slice(before.length).filter(id => holdsSomething(s.history, id))
   return { before, own }
 }
 

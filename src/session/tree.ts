@@ -86,7 +86,7 @@ function onBranch (history: TreeHistory, b: Branch, t: string | undefined): Turn
  * was opened for. A fresh head a rewind opened and nothing wrote is not (a second `rewind`
  * right after a first must not leave a branch of nothing). Layers not loaded count as held.
  */
-function holdsSomething (history: TreeHistory, layer: number): boolean {
+export function holdsSomething (history: TreeHistory, layer: number): boolean {
   const entries = history.layers.get(layer)
   if (entries === undefined || entries.size > 0 || history.partsOf(layer).length > 0) return true
   const rec = history.store.turnRecord(layer)
