@@ -6,7 +6,7 @@
 import { existsSync, readFileSync, readdirSync } from 'node:fs'
 import { join, resolve } from 'node:path'
 import { CpfsError } from './errors.js'
-import { cpfsHome, realPathOutside, workspaceDir } from './store/locate.js'
+import { VIEW_SOURCE, cpfsHome, realPathOutside, workspaceDir } from './store/locate.js'
 
 function unescape (s: string): string {
   return s.replace(/\\(\d{3})/g, (_, o) => String.fromCharCode(parseInt(o, 8)))
@@ -31,8 +31,6 @@ export function viewMountTable (): MountEntry[] {
   return everyCpfsMount().filter(m => m.source.startsWith(VIEW_SOURCE))
 }
 
-/** What a view's source starts with (a workspace's is "cpfs:" or "cpfs"). */
-export const VIEW_SOURCE = 'cpfs-view:'
 
 function everyCpfsMount (): MountEntry[] {
   let text = ''

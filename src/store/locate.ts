@@ -180,6 +180,9 @@ export function register (loc: Location): void {
   renameSync(file + '.tmp', file)
 }
 
+/** What a view's mount source starts with (a workspace's is "cpfs:" or "cpfs"): daemon/view-mounts.ts. */
+export const VIEW_SOURCE = 'cpfs-view:'
+
 /** Is there a cpfs FUSE mount of a workspace at `dir` right now (from /proc/self/mountinfo)? */
 export function isMounted (dir: string): boolean {
   let text = ''
@@ -194,7 +197,7 @@ export function isMounted (dir: string): boolean {
     if (sep < 0) continue
     const mnt = parts[4]?.replace(/\\(\d{3})/g, (_, o) => String.fromCharCode(parseInt(o, 8)))
     // A view of an old turn (source cpfs-view:...) is no workspace mount.
-    if (mnt === dir && parts[sep + 1] === 'fuse.cpfs' && !(parts[sep + 2] ?? '').startsWith('cpfs-view:')) return true
+    if (mnt === dir && parts[sep + 1] === 'fuse.cpfs' && !(parts[sep + 2] ?? '').startsWith(VIEW_SOURCE)) return true
   }
   return false
 }
