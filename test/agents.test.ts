@@ -1,14 +1,23 @@
 // Agent-host integration: the Claude Code prompt hook driven the way Claude Code calls it,
 // and the MCP server driven by a real MCP client from the same SDK.
-import t from 'tap'
+import t, { type Test } from 'tap'
 import { spawn, spawnSync } from 'node:child_process'
 import * as fs from 'node:fs'
 import { join } from 'node:path'
 import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
-import { CLI, ROOT, daemonPid, fuseAvailable, manifest, stopDaemon, workspace } from './helpers.js'
+import { CLI, ROOT, daemonPid, fuseAvailable, manifest, stopDaemon, workspace, type Env } from './helpers.js'
 
 const TREE = 'mkdir src && echo one > src/a.txt && echo keep > keep.txt'
+
+/** A real MCP client of `cpfs mcp` on the workspace, closed when the test ends. */
+async function connectMcp (t: Test, w: Env): Promise<Client> {
+  const transport = new StdioClientTransport({ command: process.execPath, args: [CLI, 'mcp', w.ws], env: w.env as Record<string, string>, stderr: 'pipe' })
+  const client = new Client({ name: 'cpfs-test', version: '1.0.0' })
+  await client.connect(transport)
+  t.teardown(() => client.close())
+  return client
+}
 
 if (fuseAvailable(t)) {
   t.test('the Claude Code UserPromptSubmit hook opens one turn per prompt', async t => {
@@ -49,10 +58,7 @@ if (fuseAvailable(t)) {
     w.run('echo two >> src/a.txt && echo new > new.txt')
     w.ok('turn', w.ws, '-m', 'second', '--id', 'm2')
     w.run('rm keep.txt')
-    const transport = new StdioClientTransport({ command: process.execPath, args: [CLI, 'mcp', w.ws], env: w.env as Record<string, string>, stderr: 'pipe' })
-    const client = new Client({ name: 'cpfs-test', version: '1.0.0' })
-    await client.connect(transport)
-    t.teardown(() => client.close())
+    const client = await connectMcp(t, w)
     const tools = (await client.listTools()).tools.map(x => x.name).sort()
     t.same(tools, ['bisect', 'blame', 'changes_since', 'checkpoint', 'list_branches', 'list_turns', 'list_views', 'merge', 'redo', 'revert', 'rewind', 'rewind_dry_run', 'show_diff', 'status', 'step_begin', 'step_end', 'undo_step', 'view_close', 'view_open'], 'the tools')
     const call = async (name: string, args: Record<string, unknown> = {}) => {
@@ -191,10 +197,7 @@ if (fuseAvailable(t)) {
     w.ok('turn', w.ws, '-m', 'breaks it')
     w.run('sed -i s/c/C/ notes.txt')
     w.ok('turn', w.ws, '-m', 'three')
-    const transport = new StdioClientTransport({ command: process.execPath, args: [CLI, 'mcp', w.ws], env: w.env as Record<string, string>, stderr: 'pipe' })
-    const client = new Client({ name: 'cpfs-test', version: '1.0.0' })
-    await client.connect(transport)
-    t.teardown(() => client.close())
+    const client = await connectMcp(t, w)
     const call = async (name: string, args: Record<string, unknown> = {}) => {
       const r: any = await client.callTool({ name, arguments: args })
       return { error: Boolean(r.isError), text: r.content[0].text as string }
@@ -339,10 +342,7 @@ if (fuseAvailable(t)) {
     // One turn the size of an npm ci: 20,000 files, made by a script in the mount, and a big text file.
     w.run('for d in $(seq 1 20); do mkdir -p node_modules/p$d; for i in $(seq 1 1000); do echo "$d $i" > node_modules/p$d/f$i.js; done; done; seq 1 30000 > big.txt')
     w.ok('turn', w.ws)
-    const transport = new StdioClientTransport({ command: process.execPath, args: [CLI, 'mcp', w.ws], env: w.env as Record<string, string>, stderr: 'pipe' })
-    const client = new Client({ name: 'cpfs-test', version: '1.0.0' })
-    await client.connect(transport)
-    t.teardown(() => client.close())
+    const client = await connectMcp(t, w)
     const call = async (name: string, args: Record<string, unknown> = {}) => {
       const r: any = await client.callTool({ name, arguments: args })
       const text = r.content.map((c: any) => c.text).join('\n') as string
