@@ -26,6 +26,9 @@ Usage: cpfs <command> [options]
   hook claude-code [DIR] Claude Code's hooks: a turn per prompt, a step per tool call, feedback
   step begin|end|show|list  steps: one tool call or command inside a turn (see undo --step)
   unmount [DIR]          unmount and apply the result to the real directory, verified
+  remote add|rm|ls       S3-compatible remotes a history is pushed to and cloned from
+  push [NAME] [DIR]      send every turn and branch to a remote (S3), deduplicated
+  clone URL DIR          a new workspace from a pushed history, verified byte-exact
   completion bash|zsh|fish  a completion script for your shell (commands, flags, turns)
 
 TURN is a number (cpfs log), an id (cpfs turn --id), or -N counted back from the head:
@@ -129,6 +132,39 @@ verified plan. A path that did not exist at TURN is removed. Paths that already 
 TURN change nothing (not even the history), and it says so.
 
 Example:  cpfs restore 2 src/parser.ts docs/`,
+  remote: `Usage: cpfs remote [--dir DIR]
+       cpfs remote add NAME s3://BUCKET/PREFIX [--endpoint URL] [--as WORKSPACE] [--dir DIR]
+       cpfs remote rm NAME [--dir DIR]
+       cpfs remote ls [NAME | s3://BUCKET/PREFIX] [--endpoint URL] [--json]
+
+A remote is a prefix in an S3-compatible bucket (AWS S3, R2, MinIO, Ceph's radosgw); one
+prefix holds many workspaces and stores each chunk once. The workspace is WORKSPACE there
+(default: its directory's name). Credentials and region come from the standard AWS variables
+and config files (AWS_ACCESS_KEY_ID, AWS_PROFILE, ~/.aws/...); --endpoint, AWS_ENDPOINT_URL_S3
+or AWS_ENDPOINT_URL name a server other than AWS. With no action, lists this workspace's
+remotes; ls lists the workspaces a remote holds, with their turns and sizes.
+
+Example:  cpfs remote add origin s3://team-agents/histories --endpoint http://127.0.0.1:7480`,
+  push: `Usage: cpfs push [NAME] [DIR] [--force] [--json]
+
+Send the workspace's history — every turn and branch, mounted or not — to remote NAME (the
+only one when omitted). Chunks the remote holds already (from any workspace there) are not
+sent again; the rest go in compressed pack objects of ~16 MiB, then the turns, then the
+workspace's ref, replaced by compare-and-swap: a push cut anywhere leaves the remote's last
+complete history in place. If the remote has turns this workspace does not (another machine
+pushed), the push is refused; --force replaces them.
+  --json      what was sent: turns, branches, trees, chunks, bytes, storedBytes, requests
+
+Example:  cpfs push origin`,
+  clone: `Usage: cpfs clone s3://BUCKET/PREFIX/WORKSPACE DIR [--endpoint URL] [--json]
+
+Make DIR (new, or empty) a workspace with the history pushed as WORKSPACE: every turn and
+branch, the same turn numbers, the head view written into DIR. Every object is checked
+against its name and every file verified byte for byte before the history is usable; a
+damaged or missing object stops the clone and leaves nothing behind. The remote is added to
+the clone as origin.
+
+Example:  cpfs clone s3://team-agents/histories/ci-4711 ./ci-4711 && cpfs log ./ci-4711`,
   fork: `Usage: cpfs fork TURN DEST [DIR] [--json]
 
 Write the workspace as it was at the start of TURN into DEST (a new or empty directory

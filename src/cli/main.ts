@@ -27,6 +27,7 @@ import { logTree } from './tree.js'
 import { mergeCommands } from './merge.js'
 import { viewCommands } from './views.js'
 import { bisectCommands } from './bisect.js'
+import { remoteCommands } from './remote.js'
 
 guardPipes()
 
@@ -350,7 +351,8 @@ const commands: Record<string, Command> = {
   ...stepCommands,
   ...mergeCommands,
   ...viewCommands,
-  ...bisectCommands
+  ...bisectCommands,
+  ...remoteCommands
 }
 
 async function completion (rest: string[]): Promise<number> {

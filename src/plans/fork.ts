@@ -45,6 +45,15 @@ export function checkDest (dest: string, workspace: string): void {
 export async function forkView (session: Session, turn: number, destArg: string, faults: Faults = NO_FAULTS): Promise<{ dest: string, summary: PlanSummary }> {
   const dest = resolve(destArg)
   checkDest(dest, session.workspace)
+  const target = await viewOf(session, session.meta.stack.slice(0, turn - 1))
+  return { dest, summary: await writeViewInto(session, target, dest, faults) }
+}
+
+/**
+ * Write `target` into `dest` (absent or an empty directory), verified: into a hidden sibling
+ * first, renamed to `dest` once verified (fork, and clone: remote/clone.ts).
+ */
+export async function writeViewInto (session: Session, target: View, dest: string, faults: Faults = NO_FAULTS): Promise<PlanSummary> {
   const parent = dirname(dest)
   const prefix = `.${basename(dest)}.cpfs-fork-`
   for (const name of fs.readdirSync(parent)) {
@@ -54,7 +63,6 @@ export async function forkView (session: Session, turn: number, destArg: string,
   fs.mkdirSync(tmp, { mode: 0o700 })
   const fd = fs.openSync(tmp, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY)
   try {
-    const target = await viewOf(session, session.meta.stack.slice(0, turn - 1))
     const destLower = new Lower(fd, new Map(), session.chunks)
     const plan = planViews(new View(destLower), target, ['/'], { full: true })
     const readContent = (op: { path: string }) => {
@@ -88,11 +96,11 @@ export async function forkView (session: Session, turn: number, destArg: string,
     removeAnchors(destLower, plan.ops, 'fork')
     if (result.mismatches.length) {
       const shown = result.mismatches.slice(0, 5).map(m => `${m.path.slice(1)} (${m.why})`).join(', ')
-      throw new CpfsError('VERIFY_FAILED', `verification of the fork failed: ${shown}`, 'check the disk holding ' + parent)
+      throw new CpfsError('VERIFY_FAILED', `verification of ${dest} failed: ${shown}`, 'check the disk holding ' + parent)
     }
     if (fs.existsSync(dest)) fs.rmdirSync(dest)
     fs.renameSync(tmp, dest)
-    return { dest, summary: { ops: applied.done, verified: result.verified, bytesWritten: applied.bytesWritten, changed: [] } }
+    return { ops: applied.done, verified: result.verified, bytesWritten: applied.bytesWritten, changed: [] }
   } catch (err) {
     fs.rmSync(tmp, { recursive: true, force: true })
     throw err

@@ -12,11 +12,14 @@ import { openFile } from './nofollow.js'
 import { countBytes } from '../progress.js'
 import type { RealState } from './stat.js'
 
+/** Where the chunks of real files read go: the store, or (a push) a remote's packs. */
+export type ChunkSink = Pick<ChunkStore, 'put'>
+
 /** File content as a sparse list of [chunk index, SHA-256 hex] for every chunk that is not all zeros. */
 export type Sparse = Array<[number, string]>
 
 /** Hash (and with `store`, keep) one chunk's bytes; null for zeros. */
-export function chunkHex (piece: Buffer, store: ChunkStore | null): string | null {
+export function chunkHex (piece: Buffer, store: ChunkSink | null): string | null {
   if (isZero(piece)) return null
   return (store ? store.put(piece) : hashChunk(piece)).toString('hex')
 }
@@ -72,7 +75,7 @@ function blocked (lower: Lower, p: string, at?: string): RealState {
  * The real file at p (reached through the lower's directory handle, never following a
  * symlink): only its data extents are read.
  */
-export function realContent (lower: Lower, p: string, store: ChunkStore | null): RealContent {
+export function realContent (lower: Lower, p: string, store: ChunkSink | null): RealContent {
   const steps = realContentSteps(lower, p, store)
   for (;;) {
     const r = steps.next()
@@ -83,7 +86,7 @@ export function realContent (lower: Lower, p: string, store: ChunkStore | null):
 export interface RealContent { size: number, data: Sparse }
 
 /** realContent one chunk at a time: it yields after each, so a caller can let other work run. */
-export function * realContentSteps (lower: Lower, p: string, store: ChunkStore | null): Generator<void, RealContent> {
+export function * realContentSteps (lower: Lower, p: string, store: ChunkSink | null): Generator<void, RealContent> {
   const fd = openFile(lower.realPath(p), fs.constants.O_RDONLY)
   try {
     const size = fs.fstatSync(fd).size
@@ -120,7 +123,7 @@ export function * realContentSteps (lower: Lower, p: string, store: ChunkStore |
 }
 
 /** The real state of p as an entry (a whiteout when there is nothing); content is stored. */
-export function realEntry (lower: Lower, chunks: ChunkStore, p: string, content?: RealContent, st = lstatReal(lower, p)): LiveEntry | Whiteout {
+export function realEntry (lower: Lower, chunks: ChunkSink, p: string, content?: RealContent, st = lstatReal(lower, p)): LiveEntry | Whiteout {
   if (st.blockedBy || st.type === null) return { kind: 'w' }
   const meta: Meta = { mode: st.mode, uid: st.uid, gid: st.gid, atime: st.atime, mtime: st.mtime, ctime: st.ctime, ino: st.ino }
   if (st.atimeNs) meta.atimeNs = st.atimeNs

@@ -17,8 +17,10 @@ export const PACK_VERSION = 1
 export const PACK_HEADER = 32
 export const RECORD_MAGIC = Buffer.from('CHNK')
 export const RECORD_HEADER = 52
-/** Compression of a record's bytes: none (chunks are hashed, stored and read as they are). */
+/** Compression of a record's bytes: none (local packs: chunks are hashed, stored and read as they are). */
 export const COMPRESSION_NONE = 0
+/** Brotli: only in a remote's packs (remote/packer.ts), which are written once and read whole. */
+export const COMPRESSION_BROTLI = 1
 
 export interface PackHeader {
   version: number
@@ -54,13 +56,13 @@ export function readPackHeader (b: Buffer): PackHeader | string {
   return { version, id: Number(b.readBigUInt64LE(16)), created: Number(b.readBigUInt64LE(24)) }
 }
 
-export function recordHeader (hash: Buffer, length: number): Buffer {
+export function recordHeader (hash: Buffer, length: number, stored = length, compression = COMPRESSION_NONE): Buffer {
   const b = Buffer.alloc(RECORD_HEADER)
   RECORD_MAGIC.copy(b, 0)
   hash.copy(b, 4)
-  b.writeUInt32LE(length, 36)
+  b.writeUInt32LE(stored, 36)
   b.writeUInt32LE(length, 40)
-  b[44] = COMPRESSION_NONE
+  b[44] = compression
   b.writeUInt32LE(crc32(b.subarray(0, 48)), 48)
   return b
 }
@@ -71,7 +73,7 @@ export function readRecordHeader (b: Buffer): RecordHeader | string {
   if (!b.subarray(0, 4).equals(RECORD_MAGIC)) return 'no record here (bad magic)'
   if (crc32(b.subarray(0, 48)) !== b.readUInt32LE(48)) return 'record header fails its checksum'
   const compression = b[44]
-  if (compression !== COMPRESSION_NONE) return `unknown compression ${compression}`
+  if (compression !== COMPRESSION_NONE && compression !== COMPRESSION_BROTLI) return `unknown compression ${compression}`
   return { hash: Buffer.from(b.subarray(4, 36)), stored: b.readUInt32LE(36), length: b.readUInt32LE(40), compression }
 }
 

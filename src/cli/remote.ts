@@ -1,0 +1,97 @@
+// `cpfs remote add|rm|ls`, `cpfs push`, `cpfs clone`: thin shells over remote-api.ts (loaded
+// when one of them runs: the S3 client is big, and `cpfs turn` must start fast).
+import { CpfsError } from '../errors.js'
+import type { PushResult, RemoteWorkspace } from '../remote-api.js'
+import { displayLine } from '../session/labels.js'
+import { bytes, age } from './format.js'
+import { dirStore, json, workspaceOf, type Command, type Flags } from './common.js'
+import { out } from './output.js'
+import { showingProgress } from './progress.js'
+
+const remoteLib = async () => await import('../remote-api.js')
+
+const USAGE = 'usage: cpfs remote add NAME s3://BUCKET/PREFIX [--endpoint URL] [--as WORKSPACE]; cpfs remote rm NAME; cpfs remote ls [NAME|s3://BUCKET/PREFIX]; cpfs remote'
+
+function target (f: Flags): { dir: string, store?: string } {
+  return { dir: workspaceOf(f.dir as string | undefined), store: f.store as string | undefined }
+}
+
+async function remote (pos: string[], f: Flags): Promise<number> {
+  const lib = await remoteLib()
+  const [action, a, b, ...more] = pos
+  if (more.length) throw new CpfsError('USAGE', `unexpected argument "${displayLine(more[0])}"`, USAGE)
+  switch (action) {
+    case undefined: {
+      const list = lib.remotes(target(f))
+      if (f.json) out(JSON.stringify(list, null, 2))
+      else out(list.length === 0 ? 'no remote (cpfs remote add origin s3://BUCKET/PREFIX adds one)' : list.map(r => `${r.name}\t${r.url}/workspaces/${r.as}${r.endpoint ? `\t(${r.endpoint})` : ''}`).join('\n'))
+      return 0
+    }
+    case 'add': {
+      if (a === undefined || b === undefined) throw new CpfsError('USAGE', 'missing NAME or URL', USAGE)
+      const r = lib.remoteAdd(a, b, { ...target(f), endpoint: f.endpoint as string | undefined, as: f.as as string | undefined })
+      if (f.json) out(JSON.stringify(r))
+      else out(`remote ${r.name}: ${r.url}, this workspace as ${r.as}${r.endpoint ? ` (endpoint ${r.endpoint})` : ''}`)
+      return 0
+    }
+    case 'rm': case 'remove': {
+      if (a === undefined || b !== undefined) throw new CpfsError('USAGE', a === undefined ? 'missing NAME' : `unexpected argument "${displayLine(b!)}"`, USAGE)
+      lib.remoteRemove(a, target(f))
+      if (!f.json) out(`removed remote ${a} (what it holds on the remote is untouched)`)
+      return 0
+    }
+    case 'ls': case 'list': {
+      if (b !== undefined) throw new CpfsError('USAGE', `unexpected argument "${displayLine(b)}"`, USAGE)
+      const list = await lib.remoteList(a, { ...target(f), endpoint: f.endpoint as string | undefined })
+      out(f.json ? JSON.stringify(list, null, 2) : formatWorkspaces(list))
+      return 0
+    }
+    default:
+      throw new CpfsError('USAGE', `unknown remote action "${displayLine(action)}"`, USAGE)
+  }
+}
+
+export function formatWorkspaces (list: RemoteWorkspace[]): string {
+  if (list.length === 0) return 'no workspace there yet (cpfs push sends one)'
+  const rows = list.map(w => [w.name, `${w.turns} turn${w.turns === 1 ? '' : 's'}`, `${w.branches} branch${w.branches === 1 ? '' : 'es'}`, bytes(w.bytes), `pushed ${age(w.pushedAt)} from ${w.host}:${w.from}`])
+  const widths = rows[0].map((_, i) => Math.max(...rows.map(r => r[i].length)))
+  return rows.map(r => r.map((c, i) => i === r.length - 1 ? c : c.padEnd(widths[i])).join('  ')).join('\n')
+}
+
+function isPath (s: string): boolean {
+  return s.includes('/') || s === '.' || s === '..'
+}
+
+function formatPush (r: PushResult): string {
+  if (r.upToDate) return `${r.url} is up to date (${r.turns} turns, ${r.branches} branches)`
+  return `pushed ${r.turns} turn${r.turns === 1 ? '' : 's'} and ${r.branches} branch${r.branches === 1 ? '' : 'es'} to ${r.url}: ${r.trees} tree${r.trees === 1 ? '' : 's'}, ${r.chunks} new chunk${r.chunks === 1 ? '' : 's'} (${bytes(r.bytes)}, ${bytes(r.storedBytes)} compressed), ${r.requests.put} PUTs`
+}
+
+export const remoteCommands: Record<string, Command> = {
+  remote: {
+    options: { ...dirStore, dir: { type: 'string' }, endpoint: { type: 'string' }, as: { type: 'string' }, ...json },
+    args: ['ACTION?', 'A?', 'B?', 'MORE?'],
+    run: async (pos, f) => await remote([pos.ACTION, pos.A, pos.B, pos.MORE].filter((x): x is string => x !== undefined), f)
+  },
+  push: {
+    options: { ...dirStore, force: { type: 'boolean' }, ...json },
+    args: ['NAME?', 'DIR?'],
+    run: async (pos, f) => {
+      // One argument: a path (remote names have no '/') is the workspace.
+      const [name, dir] = pos.DIR === undefined && pos.NAME !== undefined && isPath(pos.NAME) ? [undefined, pos.NAME] : [pos.NAME, pos.DIR]
+      const r = await showingProgress(Boolean(f.json), async () => (await remoteLib()).push(name, { dir: workspaceOf(dir), store: f.store as string | undefined, force: Boolean(f.force) }))
+      out(f.json ? JSON.stringify(r) : formatPush(r))
+      return 0
+    }
+  },
+  clone: {
+    options: { endpoint: { type: 'string' }, ...json },
+    args: ['URL', 'DIR'],
+    run: async (pos, f) => {
+      const r = await showingProgress(Boolean(f.json), async () => (await remoteLib()).clone(pos.URL!, pos.DIR!, { endpoint: f.endpoint as string | undefined }))
+      if (f.json) out(JSON.stringify(r))
+      else out(`cloned ${r.url} into ${r.dir}: ${r.turns} turn${r.turns === 1 ? '' : 's'}, ${r.branches} branch${r.branches === 1 ? '' : 'es'}, ${bytes(r.bytes)} fetched; ${r.summary.verified} paths verified; remote origin added`)
+      return 0
+    }
+  }
+}

@@ -1,0 +1,232 @@
+// cpfs clone s3://BUCKET/PREFIX/WORKSPACE DIR: a new workspace at DIR with the pushed
+// history — every turn and branch, the same turn numbers — and the head view in DIR.
+//
+// The store is made first: every chunk the ref reaches (each checked against its name on the
+// way in), the layers with fresh local ids, and the root tree as base entries, so that the
+// lower is exactly what the pushing workspace started from. The head view is then written
+// into DIR through the fork path (a hidden sibling, verified byte-exact, renamed into place),
+// and only then are the base entries cut down to what DIR does not hold as the root had it
+// and the store told that DIR holds the head — one synced batch. Killed before that batch,
+// the clone is not usable and says so (its store has nothing applied); DIR is removed and
+// made again by running the clone again.
+import * as fs from 'node:fs'
+import { basename, dirname, join, resolve } from 'node:path'
+import { CpfsError } from '../errors.js'
+import { writeViewInto } from '../plans/fork.js'
+import { viewOf } from '../plans/views.js'
+import { Session } from '../session/session.js'
+import { ChunkStore } from '../store/chunks.js'
+import { decode, decodeEntry, encode } from '../store/codec.js'
+import { FIRST_INO, Store, type StoreMeta } from '../store/store.js'
+import { isInoKey, inoOfKey } from '../store/entries.js'
+import { META_KEY, baseKey, entryKey, processKey, turnKey, type BatchOp } from '../store/keys.js'
+import { locate, register, workspaceDir } from '../store/locate.js'
+import { join as joinPath } from '../paths/paths.js'
+import { phase } from '../progress.js'
+import type { PlanSummary } from '../plans/finish.js'
+import { addRemote, adoptHead, noteRoot, setLineage } from './config.js'
+import { fetchPack, fetchTree } from './fetch.js'
+import { checkWorkspaceName, type RemoteLayer, type RemoteRef, type RemoteRoot } from './objects.js'
+import { readRef } from './refs.js'
+import { Bucket, parseS3Url } from './s3.js'
+import { inBatches } from './chunk-index.js'
+
+export interface CloneResult {
+  dir: string
+  /** The remote it was cloned from, added to the clone as `origin`. */
+  remote: string
+  url: string
+  turns: number
+  branches: number
+  chunks: number
+  bytes: number
+  summary: PlanSummary
+  requests: { get: number, list: number }
+}
+
+/** Chunk bytes held before they are appended to the store's packs. */
+const SPILL_BYTES = 32 * 1024 * 1024
+
+export async function cloneWorkspace (url: string, destArg: string, opts: { endpoint?: string } = {}): Promise<CloneResult> {
+  const { bucket: bucketName, prefix: full } = parseS3Url(url)
+  const cut = full.lastIndexOf('/')
+  const name = checkWorkspaceName(full.slice(cut + 1))
+  const prefix = cut === -1 ? '' : full.slice(0, cut)
+  if (full === '') throw new CpfsError('REMOTE_URL', `${url} names no workspace`, 'write s3://BUCKET/PREFIX/WORKSPACE (cpfs remote ls s3://BUCKET/PREFIX lists them)')
+  const dest = resolve(destArg)
+  checkCloneDest(dest)
+  const bucket = new Bucket({ bucket: bucketName, prefix, ...(opts.endpoint !== undefined ? { endpoint: opts.endpoint } : {}) })
+  try {
+    const cur = await readRef(bucket, name)
+    if (cur === null) throw new CpfsError('REMOTE_NO_WORKSPACE', `no workspace ${name} at ${bucket.where()}`, `cpfs remote ls s3://${bucketName}${prefix ? '/' + prefix : ''} lists the workspaces there`)
+    const ref = cur.ref
+    const trees = await fetchTrees(bucket, ref)
+    const createdDir = !fs.existsSync(dest)
+    if (createdDir) fs.mkdirSync(dest)
+    const realDest = fs.realpathSync(dest)
+    const loc = locate(realDest)
+    try {
+      const got = await makeStore(loc.store, realDest, bucket, ref, trees)
+      // The remote's head turn is this clone's head now: its pushes may replace it.
+      adoptHead(loc.store, ref.head, got.head)
+      register(loc)
+      const remoteUrl = `s3://${bucketName}${prefix ? '/' + prefix : ''}`
+      const summary = await writeHead(loc.store, realDest, trees.get(ref.root) as RemoteRoot)
+      setLineage(loc.store, ref.lineage)
+      addRemote(loc.store, { name: 'origin', url: remoteUrl, as: name, ...(opts.endpoint !== undefined ? { endpoint: opts.endpoint } : {}) })
+      noteRoot(loc.store, bucket.loc, { tree: ref.root, packs: ref.packs, chunks: 0, bytes: 0 })
+      const c = bucket.counts
+      return { dir: realDest, remote: 'origin', url: bucket.where(`workspaces/${name}`), turns: ref.stack.length, branches: ref.branches.length, chunks: got.chunks, bytes: got.bytes, summary, requests: { get: c.get, list: c.list } }
+    } catch (err) {
+      // Nothing of the clone is kept: DIR was empty (or absent), the store is new.
+      fs.rmSync(loc.store, { recursive: true, force: true })
+      fs.rmSync(loc.dir, { recursive: true, force: true })
+      if (createdDir) fs.rmSync(dest, { recursive: true, force: true })
+      else for (const n of fs.readdirSync(dest)) fs.rmSync(join(dest, n), { recursive: true, force: true })
+      throw err
+    }
+  } finally {
+    bucket.destroy()
+  }
+}
+
+function checkCloneDest (dest: string): void {
+  let st: fs.Stats | undefined
+  try {
+    st = fs.statSync(dest)
+  } catch {}
+  if (st && (!st.isDirectory() || fs.readdirSync(dest).length > 0)) throw new CpfsError('CLONE_DEST', `${dest} exists and is not an empty directory`, 'name a new directory, or an empty one')
+  const parent = dirname(dest)
+  if (!fs.existsSync(parent)) throw new CpfsError('CLONE_DEST', `${parent} does not exist`, 'create the parent directory first')
+  const real = join(fs.realpathSync(parent), basename(dest))
+  if (fs.existsSync(join(workspaceDir(real), 'workspace.json'))) {
+    throw new CpfsError('CLONE_DEST', `${dest} already has cpfs history from an earlier directory at that path`, `remove ${workspaceDir(real)} or clone elsewhere`)
+  }
+}
+
+/** Every tree the ref reaches, each checked against its name. */
+async function fetchTrees (bucket: Bucket, ref: RemoteRef): Promise<Map<string, RemoteLayer | RemoteRoot>> {
+  const names = [ref.root, ...ref.stack, ...Object.values(ref.parts).flat(), ...ref.branches.flatMap(b => b.stack)]
+  const unique = [...new Set(names)]
+  const out = new Map<string, RemoteLayer | RemoteRoot>()
+  const getting = phase('fetching turns', 'trees', unique.length)
+  await inBatches(unique, 8, async (hex) => {
+    out.set(hex, await fetchTree(bucket, hex))
+    getting.item()
+  })
+  getting.end()
+  return out
+}
+
+/** The new store: chunks, layers, base entries (the whole root tree), nothing applied yet. */
+async function makeStore (storePath: string, workspace: string, bucket: Bucket, ref: RemoteRef, trees: Map<string, RemoteLayer | RemoteRoot>): Promise<{ chunks: number, bytes: number, head: number }> {
+  if (fs.existsSync(join(storePath, 'db'))) throw new CpfsError('CLONE_DEST', `a store exists already at ${storePath}`, 'remove it, or clone elsewhere')
+  const store = await Store.open(storePath, { workspace, create: true })
+  try {
+    const ops: BatchOp[] = [{ type: 'del', key: turnKey(1) }]
+    // Which chunks the history needs (a pack may hold other workspaces' chunks too).
+    const need = new Set<string>()
+    let maxIno = FIRST_INO - 1
+    const noteEntry = (key: string, raw: Buffer): void => {
+      const e = decodeEntry(raw)
+      if (e.kind === 'f') for (const r of e.chunks.values()) if (r) need.add(r.toString('hex'))
+      if (e.kind !== 'w') maxIno = Math.max(maxIno, e.ino)
+      if (isInoKey(key)) maxIno = Math.max(maxIno, inoOfKey(key))
+    }
+    const root = trees.get(ref.root) as RemoteRoot
+    for (const [p, raw] of root.entries) {
+      noteEntry(p, raw)
+      ops.push({ type: 'put', key: baseKey(p), value: raw })
+    }
+    const idOf = new Map<string, number>()
+    for (const [hex, t] of trees) {
+      if (t.kind !== 'layer') continue
+      const id = store.meta.nextLayer++
+      idOf.set(hex, id)
+      ops.push({ type: 'put', key: turnKey(id), value: encode({ layer: id, ...decode<Record<string, unknown>>(t.turn) }) })
+      for (const [k, raw] of t.records) {
+        noteEntry(k, raw)
+        ops.push({ type: 'put', key: entryKey(id, k), value: raw })
+      }
+    }
+    for (const [id, raw] of ref.processes) ops.push({ type: 'put', key: processKey(id), value: raw })
+
+    const chunks = new ChunkStore(store, 0)
+    const hexes: string[] = []
+    let bytes = 0
+    const getting = phase('fetching data', 'packs', ref.packs.length)
+    for (const pack of ref.packs) {
+      await fetchPack(bucket, pack, hex => need.has(hex), (hash, data) => {
+        chunks.put(data)
+        bytes += data.length
+        need.delete(hash.toString('hex'))
+      })
+      if (chunks.pendingBytes() >= SPILL_BYTES) hexes.push(...chunks.drain(ops).hexes)
+      getting.item()
+    }
+    getting.end()
+    const lost = [...need]
+    if (lost.length > 0) throw new CpfsError('REMOTE_MISSING', `${lost.length} chunk${lost.length === 1 ? '' : 's'} of this history ${lost.length === 1 ? 'is' : 'are'} in no pack its ref names (${lost[0]}…)`, 'nothing was changed here; push again from a machine that has this history')
+    hexes.push(...chunks.drain(ops).hexes)
+
+    const ids = (names: string[]): number[] => names.map(h => idOf.get(h)!)
+    const meta: StoreMeta = {
+      ...store.meta,
+      stack: ids(ref.stack),
+      applied: [],
+      parts: Object.fromEntries(Object.entries(ref.parts).map(([t, ps]) => [String(idOf.get(t)!), ids(ps)])),
+      branches: ref.branches.map(b => ({ ...b, by: b.by as any, stack: ids(b.stack) })),
+      nextBranch: ref.branches.reduce((m, b) => Math.max(m, b.n + 1), 1),
+      nextIno: Math.max(FIRST_INO, maxIno + 1)
+    }
+    if (Object.keys(meta.parts!).length === 0) delete meta.parts
+    ops.push({ type: 'put', key: META_KEY, value: encode(meta) })
+    await store.batch(ops, true)
+    chunks.landed(hexes)
+    return { chunks: hexes.length, bytes, head: meta.stack[meta.stack.length - 1] }
+  } finally {
+    await store.close()
+  }
+}
+
+/**
+ * Write the head view into DIR (verified), then keep base entries only where DIR does not
+ * hold the root's version of a path, and record that DIR holds the head: one synced batch.
+ */
+async function writeHead (storePath: string, workspace: string, root: RemoteRoot): Promise<PlanSummary> {
+  const fd = fs.openSync(workspace, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY)
+  const session = await Session.open({ storePath, workspace, dirFd: fd, create: false })
+  try {
+    const stack = session.meta.stack.slice()
+    const target = await viewOf(session, stack)
+    const summary = await writeViewInto(session, target, workspace)
+    const ops: BatchOp[] = []
+    const inRoot = new Set(root.entries.map(([p]) => p))
+    // A root path DIR now holds as the root had it: the real file is its lower.
+    for (const p of inRoot) {
+      const r = target.resolve(p)
+      if (r !== null && r.kind === 'lower' && r.lowerPath === p) ops.push({ type: 'del', key: baseKey(p) })
+    }
+    // A path DIR holds that the root did not: hidden from the lower by a whiteout (one at the
+    // top of each such subtree hides what is below it).
+    const todo = ['/']
+    for (let d = todo.pop(); d !== undefined; d = todo.pop()) {
+      for (const n of target.readdir(d)) {
+        const p = joinPath(d, n)
+        if (!inRoot.has(p)) {
+          ops.push({ type: 'put', key: baseKey(p), value: encode({ kind: 'w' }) })
+          continue
+        }
+        const r = target.resolve(p)
+        if (r !== null && (r.kind === 'upper' ? r.entry.kind : r.stat.kind) === 'd') todo.push(p)
+      }
+    }
+    session.meta.applied = stack
+    ops.push(session.store.metaOp())
+    await session.store.batch(ops, true)
+    return summary
+  } finally {
+    await session.close()
+    fs.closeSync(fd)
+  }
+}

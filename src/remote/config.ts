@@ -1,0 +1,160 @@
+// A workspace's remotes, in `remotes.json` in its store directory (outside the workspace,
+// private to the user like the store): what `cpfs remote add` named, the history's lineage
+// (which refs on a remote continue this history), and what the last push left there.
+import * as fs from 'node:fs'
+import { createHash, randomBytes } from 'node:crypto'
+import { join } from 'node:path'
+import { CpfsError } from '../errors.js'
+import { checkWorkspaceName } from './objects.js'
+import { parseS3Url, type S3Location } from './s3.js'
+
+export interface Remote {
+  name: string
+  url: string
+  endpoint?: string
+  /** The workspace's name on the remote (workspaces/<as>/ref). */
+  as: string
+}
+
+/** The root tree a push left on a remote: the lower never changes, so it is built once. */
+export interface RootInfo {
+  tree: string
+  packs: string[]
+  chunks: number
+  bytes: number
+}
+
+interface RemotesFile {
+  lineage?: string
+  /** This store's own name (a clone gets a new one): whose head layer a ref's last layer is. */
+  storeId?: string
+  /** A cloned ref's head (`<store id>:<layer id>` of the pusher) → the local layer it became. */
+  adopted?: Record<string, number>
+  remotes: Record<string, { url: string, endpoint?: string, as: string }>
+  roots?: Record<string, RootInfo>
+}
+
+const FILE = 'remotes.json'
+
+function read (storePath: string): RemotesFile {
+  try {
+    const f = JSON.parse(fs.readFileSync(join(storePath, FILE), 'utf8')) as RemotesFile
+    f.remotes ??= {}
+    return f
+  } catch (err: any) {
+    if (err.code === 'ENOENT') return { remotes: {} }
+    throw new CpfsError('REMOTE_CONFIG', `${join(storePath, FILE)} is damaged: ${String(err.message)}`, 'fix or remove it, then add the remotes again')
+  }
+}
+
+function write (storePath: string, f: RemotesFile): void {
+  fs.mkdirSync(storePath, { recursive: true, mode: 0o700 })
+  const tmp = join(storePath, FILE + '.tmp')
+  fs.writeFileSync(tmp, JSON.stringify(f, null, 2) + '\n', { mode: 0o600 })
+  fs.renameSync(tmp, join(storePath, FILE))
+}
+
+export function listRemotes (storePath: string): Remote[] {
+  return Object.entries(read(storePath).remotes).map(([name, r]) => ({ name, ...r }))
+}
+
+export function addRemote (storePath: string, r: Remote): Remote {
+  if (!/^[A-Za-z0-9_][A-Za-z0-9._-]{0,63}$/.test(r.name)) throw new CpfsError('REMOTE_NAME', `${JSON.stringify(r.name)} cannot name a remote`, 'use letters, digits, . _ and -')
+  parseS3Url(r.url)
+  checkWorkspaceName(r.as)
+  if (r.endpoint !== undefined && !/^https?:\/\/[^\s/]+/.test(r.endpoint)) throw new CpfsError('REMOTE_URL', `${r.endpoint} is not an endpoint URL`, 'write it as http://HOST:PORT or https://HOST')
+  const f = read(storePath)
+  if (f.remotes[r.name] !== undefined) throw new CpfsError('REMOTE_EXISTS', `remote ${r.name} exists already (${f.remotes[r.name].url})`, `cpfs remote rm ${r.name} first, or pick another name`)
+  f.remotes[r.name] = { url: r.url, as: r.as, ...(r.endpoint !== undefined ? { endpoint: r.endpoint } : {}) }
+  write(storePath, f)
+  return r
+}
+
+export function removeRemote (storePath: string, name: string): void {
+  const f = read(storePath)
+  if (f.remotes[name] === undefined) throw unknownRemote(name, f)
+  delete f.remotes[name]
+  write(storePath, f)
+}
+
+/** The remote `name`, or the only one when no name is given. */
+export function getRemote (storePath: string, name?: string): Remote {
+  const f = read(storePath)
+  const names = Object.keys(f.remotes)
+  if (name === undefined) {
+    if (names.length === 1) name = names[0]
+    else if (names.length === 0) throw new CpfsError('NO_REMOTE', 'this workspace has no remote', 'add one: cpfs remote add origin s3://BUCKET/PREFIX')
+    else throw new CpfsError('NO_REMOTE', `this workspace has ${names.length} remotes (${names.join(', ')})`, 'name the one to use')
+  }
+  const r = f.remotes[name]
+  if (r === undefined) throw unknownRemote(name, f)
+  return { name, ...r }
+}
+
+function unknownRemote (name: string, f: RemotesFile): CpfsError {
+  const names = Object.keys(f.remotes)
+  return new CpfsError('NO_REMOTE', `no remote named ${name}`, names.length ? `the remotes are ${names.join(', ')}` : 'add one: cpfs remote add origin s3://BUCKET/PREFIX')
+}
+
+/** Where a remote is: bucket, prefix and endpoint. */
+export function locationOf (r: Pick<Remote, 'url' | 'endpoint'>): S3Location {
+  return { ...parseS3Url(r.url), ...(r.endpoint !== undefined ? { endpoint: r.endpoint } : {}) }
+}
+
+/** This history's lineage: made at its first push (or taken from the ref it was cloned from). */
+export function lineageOf (storePath: string): string {
+  const f = read(storePath)
+  if (f.lineage === undefined) {
+    f.lineage = randomBytes(12).toString('hex')
+    write(storePath, f)
+  }
+  return f.lineage
+}
+
+/** This store's own random name, made once. */
+export function storeIdOf (storePath: string): string {
+  const f = read(storePath)
+  if (f.storeId === undefined) {
+    f.storeId = randomBytes(12).toString('hex')
+    write(storePath, f)
+  }
+  return f.storeId
+}
+
+/** Is the remote head `head` the local layer `layer`: pushed from it, or cloned into it? */
+export function isOwnHead (storePath: string, head: string, layer: number | undefined): boolean {
+  if (layer === undefined) return false
+  const f = read(storePath)
+  return head === `${f.storeId ?? ''}:${layer}` || f.adopted?.[head] === layer
+}
+
+export function adoptHead (storePath: string, head: string, layer: number): void {
+  const f = read(storePath)
+  f.adopted = { ...f.adopted, [head]: layer }
+  write(storePath, f)
+}
+
+export function setLineage (storePath: string, lineage: string): void {
+  const f = read(storePath)
+  f.lineage = lineage
+  write(storePath, f)
+}
+
+function rootKey (loc: S3Location): string {
+  return createHash('sha256').update(`${loc.endpoint ?? ''}\n${loc.bucket}\n${loc.prefix}`).digest('hex').slice(0, 16)
+}
+
+export function knownRoot (storePath: string, loc: S3Location): RootInfo | undefined {
+  return read(storePath).roots?.[rootKey(loc)]
+}
+
+export function noteRoot (storePath: string, loc: S3Location, root: RootInfo): void {
+  const f = read(storePath)
+  f.roots = { ...f.roots, [rootKey(loc)]: root }
+  write(storePath, f)
+}
+
+/** The directory that caches a remote's immutable objects (its index objects). */
+export function cacheDir (storePath: string, loc: S3Location): string {
+  return join(storePath, 'remote-cache', rootKey(loc))
+}

@@ -1,0 +1,242 @@
+// cpfs push / clone / remote against a real S3 server (Ceph's radosgw, started by
+// scripts/s3-server.sh for this file): a history pushed from a mount and cloned elsewhere is
+// the same at every turn, byte for byte; identical files are stored once across workspaces;
+// and the faults a fleet meets — a racing pusher, a remote that moved on, a damaged or
+// missing object, a server that is down or killed mid-push — cost no data and leave a ref
+// that still names a complete history.
+import t from 'tap'
+import * as fs from 'node:fs'
+import { join } from 'node:path'
+import { ListObjectsV2Command, PutObjectCommand, GetObjectCommand, DeleteObjectCommand } from '@aws-sdk/client-s3'
+import { fuseAvailable, manifest, workspace, type Env } from './helpers.js'
+import { s3Available, s3Server, type S3Server } from './s3-server.js'
+
+const TREE = 'mkdir -p src/lib && echo one > src/a && echo lib > src/lib/l && ln -s src/a link && chmod 750 src && head -c 300000 /dev/urandom > blob && seq 1 20000 > numbers.txt'
+
+function awsEnv (s: S3Server): NodeJS.ProcessEnv {
+  return { ...s.env, AWS_ENDPOINT_URL: s.endpoint }
+}
+
+async function keys (s: S3Server, bucket: string, prefix: string): Promise<string[]> {
+  const out: string[] = []
+  let token: string | undefined
+  do {
+    const r = await s.client().send(new ListObjectsV2Command({ Bucket: bucket, Prefix: prefix, ContinuationToken: token }))
+    for (const o of r.Contents ?? []) out.push(o.Key!)
+    token = r.IsTruncated ? r.NextContinuationToken : undefined
+  } while (token)
+  return out
+}
+
+/** A mounted workspace with three turns of real tools' work; returns the manifest at the start of each turn and at the end. */
+function history (w: Env): Array<Record<string, unknown>> {
+  const at: Array<Record<string, unknown>> = [manifest(w.ws)]
+  w.ok('mount', w.ws)
+  w.run('echo two > src/a && sed -i s/1/one/ numbers.txt && mv src/lib src/moved && echo new > new.txt')
+  w.ok('turn', w.ws, '-m', 'first')
+  at.push(manifest(w.ws))
+  w.run('rm -rf src && printf X >> blob && mkdir -p gen && for i in $(seq 1 50); do echo $i > gen/f$i; done')
+  w.ok('turn', w.ws, '-m', 'second')
+  at.push(manifest(w.ws))
+  w.run('tar -cf pack.tar gen && echo head-work > head.txt')
+  at.push(manifest(w.ws))
+  return at
+}
+
+if (fuseAvailable(t) && s3Available(t)) {
+  t.test('with a real S3 server', async t => {
+    const s3 = await s3Server(t)
+    const env = awsEnv(s3)
+
+    t.test('push from a mount, clone elsewhere: every turn is the same, byte for byte', async t => {
+      const bucket = await s3.bucket()
+      const w = workspace(t, TREE, { env })
+      const at = history(w)
+      t.match(w.ok('remote', 'add', 'origin', `s3://${bucket}/team`, '--dir', w.ws), /remote origin: s3:\/\/.*team, this workspace as ws/)
+      const pushed = JSON.parse(w.ok('push', 'origin', w.ws, '--json'))
+      t.equal(pushed.turns, 3)
+      t.equal(pushed.upToDate, false)
+      t.ok(pushed.chunks > 0 && pushed.storedBytes < pushed.bytes, 'chunks are sent compressed')
+      t.equal(JSON.parse(w.ok('push', w.ws, '--json')).upToDate, true, 'a second push with nothing new sends nothing')
+      const objects = await keys(s3, bucket, 'team/')
+      t.ok(objects.some(k => /^team\/packs\/[0-9a-f]{64}\.pack$/.test(k)), 'packs are named by their hash')
+      t.ok(objects.includes('team/workspaces/ws/ref'))
+
+      const ls = JSON.parse(w.ok('remote', 'ls', 'origin', '--dir', w.ws, '--json'))
+      t.equal(ls.length, 1)
+      t.equal(ls[0].name, 'ws')
+      t.equal(ls[0].turns, 3)
+
+      const dest = join(w.home, '..', 'clone')
+      const out = w.ok('clone', `s3://${bucket}/team/ws`, dest)
+      t.match(out, /cloned .* into .*clone: 3 turns, .* paths verified; remote origin added/)
+      t.same(manifest(dest), at[3], 'the clone holds the head view')
+      t.same(JSON.parse(w.ok('log', dest, '--json')).map((x: any) => x.message ?? null), JSON.parse(w.ok('log', w.ws, '--json')).map((x: any) => x.message ?? null), 'with the same turns')
+      // Rewound offline and mounted, the clone is every turn of the source.
+      w.ok('rewind', '2', dest)
+      t.same(manifest(dest), at[1], 'the clone rewound to turn 2 offline')
+      w.ok('mount', dest)
+      w.ok('rewind', '1', dest)
+      t.same(manifest(dest), at[0], 'the clone rewound to turn 1 in a mount: the root tree')
+      w.ok('redo', dest)
+      t.same(manifest(dest), at[1], 'and redone')
+      w.ok('unmount', dest)
+      t.same(manifest(dest), at[1])
+      t.match(w.ok('fsck', dest), /no problems|clean|ok/i, 'the clone\'s store checks')
+
+      // The clone pushes on: its history continues the same lineage.
+      w.run('echo from-the-clone > clone.txt', dest)
+      w.ok('mount', dest)
+      w.ok('turn', dest, '-m', 'clone work')
+      const again = JSON.parse(w.ok('push', dest, '--json'))
+      t.equal(again.upToDate, false)
+      t.ok(again.requests.put <= 5, `a small turn costs few PUTs (${again.requests.put})`)
+      w.ok('unmount', dest)
+      // …and the source, which did not pull it, is told so.
+      const refused = w.cpfs('push', w.ws)
+      t.equal(refused.code, 1)
+      t.match(refused.stderr, /^cpfs: .* has \d+ turns? this workspace does not .*\(run cpfs pull origin first/m)
+      w.ok('unmount', w.ws)
+    })
+
+    t.test('a second workspace of the same tree uploads only what differs', async t => {
+      const bucket = await s3.bucket()
+      const big = 'for i in $(seq 1 40); do head -c 100000 /dev/urandom > f$i; done'
+      const a = workspace(t, big, { env })
+      a.ok('mount', a.ws)
+      a.ok('unmount', a.ws)
+      a.ok('remote', 'add', 'origin', `s3://${bucket}/p`, '--as', 'first', '--dir', a.ws)
+      const first = JSON.parse(a.ok('push', a.ws, '--json'))
+      const b = workspace(t, '', { env })
+      b.run(`cp -a ${a.ws}/. ${b.ws}/ && printf X >> f7`)
+      b.ok('mount', b.ws)
+      b.ok('unmount', b.ws)
+      b.ok('remote', 'add', 'origin', `s3://${bucket}/p`, '--as', 'second', '--dir', b.ws)
+      const second = JSON.parse(b.ok('push', b.ws, '--json'))
+      t.ok(second.bytes <= first.bytes * 0.05, `the second workspace sent ${second.bytes} B of ${first.bytes} B`)
+      const dest = join(b.home, '..', 'c2')
+      b.ok('clone', `s3://${bucket}/p/second`, dest)
+      t.same(manifest(dest), manifest(b.ws), 'and clones byte-exact')
+    })
+
+    t.test('racing pushers: one wins, the other is told to pull', async t => {
+      const bucket = await s3.bucket()
+      const a = workspace(t, 'echo a > a', { env })
+      a.ok('mount', a.ws)
+      a.ok('unmount', a.ws)
+      a.ok('remote', 'add', 'origin', `s3://${bucket}/r`, '--as', 'shared', '--dir', a.ws)
+      a.ok('push', a.ws)
+      const c1 = join(a.home, '..', 'c1')
+      const c2 = join(a.home, '..', 'c2')
+      a.ok('clone', `s3://${bucket}/r/shared`, c1)
+      a.ok('clone', `s3://${bucket}/r/shared`, c2)
+      for (const [i, d] of [c1, c2].entries()) {
+        a.ok('mount', d)
+        a.run(`echo ${i} > work${i}`, d)
+        a.ok('turn', d)
+      }
+      const [r1, r2] = await Promise.all([a.cpfsAsync('push', c1), a.cpfsAsync('push', c2)])
+      t.equal([r1, r2].filter(r => r.code === 0).length, 1, 'exactly one push lands')
+      const lost = r1.code === 0 ? r2 : r1
+      t.match(lost.stderr, /^cpfs: (another push to .* landed while this one ran|.* has \d+ turns? this workspace does not).*cpfs pull origin/m)
+      const winner = r1.code === 0 ? c1 : c2
+      const dest = join(a.home, '..', 'after-race')
+      a.ok('clone', `s3://${bucket}/r/shared`, dest)
+      t.same(manifest(dest), manifest(winner), 'the ref names the winner\'s complete history')
+      a.ok('unmount', c1)
+      a.ok('unmount', c2)
+    })
+
+    t.test('a damaged or missing object is found before anything is written', async t => {
+      const bucket = await s3.bucket()
+      const w = workspace(t, TREE, { env })
+      w.ok('mount', w.ws)
+      w.ok('unmount', w.ws)
+      w.ok('remote', 'add', 'origin', `s3://${bucket}/d`, '--dir', w.ws)
+      w.ok('push', w.ws)
+      const packs = (await keys(s3, bucket, 'd/packs/'))
+      t.ok(packs.length >= 1)
+      const client = s3.client()
+      const original = Buffer.from(await (await client.send(new GetObjectCommand({ Bucket: bucket, Key: packs[0] }))).Body!.transformToByteArray())
+      const bad = Buffer.from(original)
+      bad[bad.length - 10] ^= 0xff
+      await client.send(new PutObjectCommand({ Bucket: bucket, Key: packs[0], Body: bad }))
+      const dest = join(w.home, '..', 'bad')
+      const r = w.cpfs('clone', `s3://${bucket}/d/ws`, dest)
+      t.equal(r.code, 1)
+      t.match(r.stderr, /^cpfs: pack [0-9a-f]{64} on the remote is damaged: .*\(nothing was changed here/m)
+      t.notOk(fs.existsSync(dest), 'no clone is left behind')
+      await client.send(new DeleteObjectCommand({ Bucket: bucket, Key: packs[0] }))
+      const m = w.cpfs('clone', `s3://${bucket}/d/ws`, dest)
+      t.equal(m.code, 1)
+      t.match(m.stderr, /^cpfs: pack [0-9a-f]{64} is missing from s3:\/\//m)
+      t.notOk(fs.existsSync(dest))
+      await client.send(new PutObjectCommand({ Bucket: bucket, Key: packs[0], Body: original }))
+      w.ok('clone', `s3://${bucket}/d/ws`, dest)
+      t.same(manifest(dest), manifest(w.ws), 'with the pack back, the clone works')
+    })
+
+    t.test('bad input: one line, non-zero, nothing changed', async t => {
+      const bucket = await s3.bucket()
+      const w = workspace(t, 'echo a > a', { env })
+      w.ok('mount', w.ws)
+      w.ok('unmount', w.ws)
+      for (const [args, re] of [
+        [['push', w.ws], /^cpfs: this workspace has no remote \(add one: cpfs remote add origin s3:\/\/BUCKET\/PREFIX\)$/m],
+        [['remote', 'add', 'origin', 'http://x', '--dir', w.ws], /^cpfs: http:\/\/x is not an S3 URL \(write it as s3:\/\/BUCKET\/PREFIX\)$/m],
+        [['remote', 'add', 'origin', `s3://${bucket}/p`, '--as', '../x', '--dir', w.ws], /cannot name a workspace on a remote/],
+        [['clone', `s3://${bucket}/p/nothing`, join(w.home, '..', 'none')], /^cpfs: no workspace nothing at s3:\/\/.* \(cpfs remote ls s3:\/\/.* lists the workspaces there\)$/m],
+        [['clone', `s3://no-such-bucket-cpfs/p/x`, join(w.home, '..', 'none')], /^cpfs: bucket no-such-bucket-cpfs does not exist/m]
+      ] as Array<[string[], RegExp]>) {
+        const r = w.cpfs(...args)
+        t.equal(r.code, 1, args.join(' '))
+        t.match(r.stderr, re)
+      }
+      t.notOk(fs.existsSync(join(w.home, '..', 'none')))
+      w.ok('remote', 'add', 'origin', `s3://${bucket}/p`, '--dir', w.ws)
+      t.match(w.cpfs('remote', 'add', 'origin', `s3://${bucket}/q`, '--dir', w.ws).stderr, /^cpfs: remote origin exists already/m)
+      const other = workspace(t, 'echo b > b', { env })
+      other.ok('mount', other.ws)
+      other.ok('unmount', other.ws)
+      other.ok('remote', 'add', 'origin', `s3://${bucket}/p`, '--as', 'ws', '--dir', other.ws)
+      w.ok('push', w.ws)
+      const r = other.cpfs('push', other.ws)
+      t.equal(r.code, 1)
+      t.match(r.stderr, /^cpfs: s3:\/\/.*\/workspaces\/ws\/ref holds another workspace's history .*--as NAME\)$/m)
+    })
+
+    t.test('the server down, or killed mid-push: the ref still names a complete history', async t => {
+      const bucket = await s3.bucket()
+      const w = workspace(t, TREE + ' && for i in $(seq 1 30); do head -c 1000000 /dev/urandom > r$i; done', { env })
+      w.run('echo first > first')
+      w.ok('mount', w.ws)
+      w.ok('unmount', w.ws)
+      w.ok('remote', 'add', 'origin', `s3://${bucket}/k`, '--dir', w.ws)
+      w.ok('push', w.ws)
+      const before = manifest(w.ws)
+      w.ok('mount', w.ws)
+      w.run('for i in $(seq 1 30); do head -c 1000000 /dev/urandom > s$i; done')
+      w.ok('turn', w.ws)
+      await s3.killGateway()
+      const down = w.cpfs('push', w.ws)
+      t.equal(down.code, 1)
+      t.match(down.stderr, /^cpfs: cannot .* \(check that http:\/\/127\.0\.0\.1:\d+ is up and reachable, then run the command again\)$/m)
+      await s3.startGateway()
+      // Killed while its packs are on the way.
+      const pushing = w.cpfsAsync('push', w.ws)
+      await new Promise(resolve => setTimeout(resolve, 300))
+      await s3.killGateway()
+      const r = await pushing
+      await s3.startGateway()
+      const dest = join(w.home, '..', 'mid')
+      w.ok('clone', `s3://${bucket}/k/ws`, dest)
+      if (r.code === 0) t.same(manifest(dest), manifest(w.ws), 'the push finished before the kill: the new history')
+      else t.same(manifest(dest), before, 'the push was cut: the ref still names the last complete push')
+      w.ok('push', w.ws)
+      const dest2 = join(w.home, '..', 'after')
+      w.ok('clone', `s3://${bucket}/k/ws`, dest2)
+      t.same(manifest(dest2), manifest(w.ws), 'pushed again, the remote has it all')
+      w.ok('unmount', w.ws)
+    })
+  })
+}
