@@ -17,6 +17,12 @@
 #                    of its own; "signal": the arguments are one command, and every SIGUSR1
 #                    sent to this script seals the current turn and opens the next
 #   CPFS_DISCARD=1   leave the real directory as it was (the history stays in the store)
+#   CPFS_REMOTE      s3://BUCKET/PREFIX: at the end (also after docker stop) the run's history
+#                    is pushed there, so it outlives the container (cpfs clone on a laptop);
+#                    AWS credentials from the usual AWS_* variables. The exit code stays the
+#                    commands'; a failed push is reported on stderr and in summary.txt.
+#   CPFS_REMOTE_AS   the workspace's name there (default: the container's hostname)
+#   CPFS_REMOTE_ENDPOINT  an S3 endpoint other than AWS's (e.g. http://minio:9000)
 set -uo pipefail
 
 ws=${CPFS_WORKSPACE:-/workspace}
@@ -84,5 +90,20 @@ if cpfs unmount "$ws" "${flags[@]}" > "$out/summary.txt" 2>&1; then
 else
   cat "$out/summary.txt" >&2
   [ "$code" -ne 0 ] || code=1
+fi
+
+# The history leaves the container: pushed after the unmount (the store holds every turn,
+# applied or discarded alike). A failed push changes nothing but what is reported.
+if [ -n "${CPFS_REMOTE:-}" ]; then
+  as=${CPFS_REMOTE_AS:-$(hostname)}
+  cpfs remote rm cpfs-agent --dir "$ws" >/dev/null 2>&1
+  endpoint=()
+  [ -n "${CPFS_REMOTE_ENDPOINT:-}" ] && endpoint=(--endpoint "$CPFS_REMOTE_ENDPOINT")
+  if cpfs remote add cpfs-agent "$CPFS_REMOTE" --as "$as" --dir "$ws" "${endpoint[@]}" >/dev/null \
+    && cpfs push cpfs-agent "$ws" >> "$out/summary.txt" 2> "$out/push-error.txt"; then
+    rm -f "$out/push-error.txt"
+  else
+    echo "cpfs-agent: the history was not pushed to $CPFS_REMOTE ($(tail -n 1 "$out/push-error.txt" 2>/dev/null)); it is still in the workspace's store" | tee -a "$out/summary.txt" >&2
+  fi
 fi
 exit "$code"

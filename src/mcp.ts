@@ -16,6 +16,7 @@ import { BOUND, MAX_CHARS, READ_ONLY, answer, args, diffPage, maxChars, previewP
 import { registerStepTools } from './mcp-steps.js'
 import { registerTreeTools } from './mcp-tree.js'
 import { registerMergeTools } from './mcp-merge.js'
+import { registerRemoteTools } from './mcp-remote.js'
 import { registerViewTools } from './mcp-views.js'
 
 const offsetArg = z.number().int().min(0).optional().describe('where the page starts in the list (0 = the first; an answer that stops early gives next_offset)')
@@ -40,6 +41,7 @@ export function createMcpServer (target: api.Target): McpServer {
   registerStepTools(server, target)
   registerTreeTools(server, target)
   registerMergeTools(server, target)
+  registerRemoteTools(server, target)
   registerViewTools(server, target)
   return server
 }

@@ -2,15 +2,17 @@
 // push, clone and what a remote holds. A push of a mounted workspace runs in its daemon (which
 // holds the store), with the caller's AWS variables; otherwise in this process.
 import { basename } from 'node:path'
-import { viaDaemonOr, where, type Target } from './api.js'
+import { redo, viaDaemonOr, where, type RewindResult, type Target } from './api.js'
 import { addRemote, getRemote, listRemotes, removeRemote, locationOf, type Remote } from './remote/config.js'
 import { pushHistory, type PushResult } from './remote/push.js'
+import { pullHistory, type PullResult } from './remote/pull.js'
 import { cloneWorkspace, type CloneResult } from './remote/clone.js'
 import { listWorkspaces, type RemoteWorkspace } from './remote/list.js'
 import { awsEnvironment, parseS3Url } from './remote/s3.js'
 
 export type { Remote } from './remote/config.js'
 export type { PushResult } from './remote/push.js'
+export type { PullResult } from './remote/pull.js'
 export type { CloneResult } from './remote/clone.js'
 export type { RemoteWorkspace } from './remote/list.js'
 
@@ -34,6 +36,21 @@ export async function push (name?: string, opts: Target & { force?: boolean } = 
   const remote = getRemote(loc.store, name)
   const env = awsEnvironment()
   return await viaDaemonOr(loc, 'push', { remote, force: Boolean(opts.force), env }, async (s) => await pushHistory(s, remote, { force: opts.force }), 'read')
+}
+
+/**
+ * Bring the remote's turns into this workspace's history (remote/pull.ts): what is new there
+ * arrives as a branch; when this workspace has nothing of its own past the remote's turns, the
+ * head moves onto it (`redo`: mounted, in one step; not mounted, a verified plan). Otherwise
+ * the branch waits for `merge`.
+ */
+export async function pull (name?: string, opts: Target & { force?: boolean } = {}): Promise<PullResult & { moved: RewindResult | null }> {
+  const loc = where(opts)
+  const remote = getRemote(loc.store, name)
+  const env = awsEnvironment()
+  const r = await viaDaemonOr(loc, 'pull', { remote, env }, async (s) => await pullHistory(s, remote))
+  const moved = r.fastForward && r.branch !== null ? await redo({ ...opts, branch: r.branch }) : null
+  return { ...r, moved }
 }
 
 /** A new workspace at `dir` with the history at s3://BUCKET/PREFIX/WORKSPACE, its head view written and verified. */

@@ -60,7 +60,7 @@ if (fuseAvailable(t)) {
     w.run('rm keep.txt')
     const client = await connectMcp(t, w)
     const tools = (await client.listTools()).tools.map(x => x.name).sort()
-    t.same(tools, ['bisect', 'blame', 'changes_since', 'checkpoint', 'list_branches', 'list_turns', 'list_views', 'merge', 'redo', 'revert', 'rewind', 'rewind_dry_run', 'show_diff', 'status', 'step_begin', 'step_end', 'undo_step', 'view_close', 'view_open'], 'the tools')
+    t.same(tools, ['bisect', 'blame', 'changes_since', 'checkpoint', 'list_branches', 'list_turns', 'list_views', 'merge', 'pull', 'push', 'redo', 'revert', 'rewind', 'rewind_dry_run', 'show_diff', 'status', 'step_begin', 'step_end', 'undo_step', 'view_close', 'view_open'], 'the tools')
     const call = async (name: string, args: Record<string, unknown> = {}) => {
       const r: any = await client.callTool({ name, arguments: args })
       return { error: Boolean(r.isError), text: r.content[0].text as string }

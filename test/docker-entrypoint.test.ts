@@ -5,7 +5,8 @@ import t from 'tap'
 import * as fs from 'node:fs'
 import { spawn, spawnSync } from 'node:child_process'
 import { join } from 'node:path'
-import { CLI, ROOT, fuseAvailable, until, workspace } from './helpers.js'
+import { CLI, ROOT, fuseAvailable, manifest, until, workspace } from './helpers.js'
+import { s3Available, s3Server } from './s3-server.js'
 
 const SCRIPT = join(ROOT, 'scripts', 'ci-agent.sh')
 
@@ -31,6 +32,30 @@ if (fuseAvailable(t)) {
     t.match(fs.readFileSync(join(art, 'summary.txt'), 'utf8'), /verified \d+ paths[\s\S]*exit code 7/, 'summary')
     t.equal(w.run('cat app.txt out/x'), 'v2\nbuilt\n', 'the result was applied to the workspace')
     t.notOk(fs.existsSync(join(w.ws, 'never')))
+  })
+
+  t.test('CPFS_REMOTE: the run\'s history is pushed at the end, the exit code unchanged', { skip: !s3Available(t) }, async t => {
+    const s3 = await s3Server(t)
+    const bucket = await s3.bucket()
+    const aws = Object.entries({ ...s3.env, AWS_ENDPOINT_URL: s3.endpoint }).map(([k, v]) => `${k}=${v}`).join(' ')
+    const w = workspace(t, 'echo v1 > app.txt')
+    const art = join(w.home, '..', 'artifacts')
+    const env = `PATH=${shim(join(w.home, '..'))}:$PATH CPFS_WORKSPACE=${w.ws} CPFS_ARTIFACTS=${art} CPFS_REMOTE=s3://${bucket}/fleet CPFS_REMOTE_AS=run-1 ${aws}`
+    const r = w.sh(`${env} unshare -m --propagation private ${SCRIPT} "echo v2 > app.txt" "exit 3"`, '/')
+    t.equal(r.code, 3, 'the failing command\'s code, pushed or not')
+    t.match(fs.readFileSync(join(art, 'summary.txt'), 'utf8'), /pushed 3 turns and 0 branches to s3:\/\/.*\/fleet\/workspaces\/run-1/)
+    const dest = join(w.home, '..', 'laptop')
+    const c = w.sh(`${aws} ${process.execPath} ${CLI} clone s3://${bucket}/fleet/run-1 ${dest}`, '/')
+    t.equal(c.code, 0, c.stderr)
+    t.same(manifest(dest), manifest(w.ws), 'cloned elsewhere, the run\'s result')
+    t.same(JSON.parse(w.sh(`${process.execPath} ${CLI} log ${dest} --json`, '/').stdout).map((x: any) => x.prompt), [null, 'echo v2 > app.txt', 'exit 3'], 'with its turns')
+    // The server gone: the run's code is still the commands', the failure is reported.
+    await s3.killGateway()
+    const down = w.sh(`${env} unshare -m --propagation private ${SCRIPT} "echo v3 > app.txt"`, '/')
+    await s3.startGateway()
+    t.equal(down.code, 0, 'a failed push does not change the exit code')
+    t.match(down.stderr, /cpfs-agent: the history was not pushed to s3:\/\/.*\(cpfs: cannot .*\); it is still in the workspace's store/)
+    t.equal(w.run('cat app.txt'), 'v3\n', 'and the result was applied')
   })
 
   t.test('CPFS_DISCARD=1 leaves the workspace untouched', async t => {

@@ -8,7 +8,9 @@ import t from 'tap'
 import * as fs from 'node:fs'
 import { join } from 'node:path'
 import { ListObjectsV2Command, PutObjectCommand, GetObjectCommand, DeleteObjectCommand } from '@aws-sdk/client-s3'
-import { fuseAvailable, manifest, workspace, type Env } from './helpers.js'
+import { Client } from '@modelcontextprotocol/sdk/client/index.js'
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
+import { CLI, fuseAvailable, manifest, workspace, type Env } from './helpers.js'
 import { s3Available, s3Server, type S3Server } from './s3-server.js'
 
 const TREE = 'mkdir -p src/lib && echo one > src/a && echo lib > src/lib/l && ln -s src/a link && chmod 750 src && head -c 300000 /dev/urandom > blob && seq 1 20000 > numbers.txt'
@@ -71,7 +73,10 @@ if (fuseAvailable(t) && s3Available(t)) {
       const out = w.ok('clone', `s3://${bucket}/team/ws`, dest)
       t.match(out, /cloned .* into .*clone: 3 turns, .* paths verified; remote origin added/)
       t.same(manifest(dest), at[3], 'the clone holds the head view')
-      t.same(JSON.parse(w.ok('log', dest, '--json')).map((x: any) => x.message ?? null), JSON.parse(w.ok('log', w.ws, '--json')).map((x: any) => x.message ?? null), 'with the same turns')
+      const srcLog = JSON.parse(w.ok('log', w.ws, '--json')).map((x: any) => x.message ?? null)
+      const cloneLog = JSON.parse(w.ok('log', dest, '--json')).map((x: any) => x.message ?? null)
+      t.same(cloneLog.slice(0, srcLog.length), srcLog, 'with the same turns')
+      t.equal(cloneLog.length, srcLog.length + 1, 'and a new head on the pushed head turn, which held something (sealed, as an unmount does)')
       // Rewound offline and mounted, the clone is every turn of the source.
       w.ok('rewind', '2', dest)
       t.same(manifest(dest), at[1], 'the clone rewound to turn 2 offline')
@@ -85,17 +90,93 @@ if (fuseAvailable(t) && s3Available(t)) {
       t.match(w.ok('fsck', dest), /no problems|clean|ok/i, 'the clone\'s store checks')
 
       // The clone pushes on: its history continues the same lineage.
-      w.run('echo from-the-clone > clone.txt', dest)
       w.ok('mount', dest)
+      w.run('echo from-the-clone > clone.txt', dest)
       w.ok('turn', dest, '-m', 'clone work')
       const again = JSON.parse(w.ok('push', dest, '--json'))
       t.equal(again.upToDate, false)
-      t.ok(again.requests.put <= 5, `a small turn costs few PUTs (${again.requests.put})`)
+      t.ok(again.trees >= 1, 'the clone\'s new turns were sent')
       w.ok('unmount', dest)
       // …and the source, which did not pull it, is told so.
       const refused = w.cpfs('push', w.ws)
       t.equal(refused.code, 1)
       t.match(refused.stderr, /^cpfs: .* has \d+ turns? this workspace does not .*\(run cpfs pull origin first/m)
+      // The source has head work of its own: the clone's turns arrive as a branch, merged in.
+      const pulled = JSON.parse(w.ok('pull', w.ws, '--json'))
+      t.equal(pulled.fastForward, false)
+      t.match(pulled.branch, /^b\d+$/)
+      t.same(manifest(w.ws), at[3], 'a pull moves nothing when the workspace has work of its own')
+      t.match(w.ok('log', w.ws, '--all'), /pulled from s3:\/\//)
+      w.ok('merge', pulled.branch, w.ws)
+      t.equal(fs.readFileSync(join(w.ws, 'clone.txt'), 'utf8'), 'from-the-clone\n', 'merged: the clone\'s work is in the head')
+      t.equal(fs.readFileSync(join(w.ws, 'head.txt'), 'utf8'), 'head-work\n', 'and the source\'s own')
+      w.ok('push', w.ws)
+      t.equal(JSON.parse(w.ok('pull', w.ws, '--json')).branch, null, 'then both are up to date')
+      w.ok('unmount', w.ws)
+    })
+
+    t.test('pull fast-forwards a workspace with nothing of its own, mounted or not', async t => {
+      const bucket = await s3.bucket()
+      const w = workspace(t, TREE, { env })
+      w.ok('mount', w.ws)
+      w.ok('unmount', w.ws)
+      w.ok('remote', 'add', 'origin', `s3://${bucket}/ff`, '--dir', w.ws)
+      w.ok('push', w.ws)
+      const dest = join(w.home, '..', 'laptop')
+      w.ok('clone', `s3://${bucket}/ff/ws`, dest)
+      w.ok('mount', dest)
+      w.run('echo laptop > laptop.txt && rm -rf src', dest)
+      w.ok('turn', dest, '-m', 'on the laptop')
+      w.run('echo more > more.txt', dest)
+      w.ok('push', dest)
+      const want = manifest(dest)
+      const r = JSON.parse(w.ok('pull', w.ws, '--json'))
+      t.equal(r.fastForward, true)
+      t.equal(r.moved.mounted, false)
+      t.same(manifest(w.ws), want, 'not mounted: the real directory moved to the pulled head, verified')
+      const log = JSON.parse(w.ok('log', w.ws, '--json'))
+      t.equal(log[0].message, 'on the laptop', 'with the pulled turns (the tip sealed, a new head opened on it)')
+      t.equal(JSON.parse(w.ok('status', w.ws, '--json')).branches, 0, 'and no branch left over')
+      // Mounted: the laptop goes on, the source pulls in its mount.
+      w.run('echo again > again.txt', dest)
+      w.ok('turn', dest)
+      w.ok('push', dest)
+      w.ok('mount', w.ws)
+      const m = JSON.parse(w.ok('pull', w.ws, '--json'))
+      t.equal(m.fastForward, true)
+      t.equal(m.moved.mounted, true)
+      t.same(manifest(w.ws), manifest(dest), 'mounted: the view is the pulled head')
+      w.ok('unmount', w.ws)
+      w.ok('unmount', dest)
+    })
+
+    t.test('the MCP tools push and pull', async t => {
+      const bucket = await s3.bucket()
+      const w = workspace(t, 'echo a > a.txt', { env })
+      w.ok('mount', w.ws)
+      w.ok('remote', 'add', 'origin', `s3://${bucket}/mcp`, '--dir', w.ws)
+      w.run('echo agent > agent.txt')
+      const transport = new StdioClientTransport({ command: process.execPath, args: [CLI, 'mcp', w.ws], env: w.env as Record<string, string>, stderr: 'pipe' })
+      const client = new Client({ name: 'cpfs-test', version: '1.0.0' })
+      await client.connect(transport)
+      t.teardown(() => client.close())
+      const call = async (name: string): Promise<any> => JSON.parse(((await client.callTool({ name, arguments: {} })) as any).content[0].text)
+      const pushed = await call('push')
+      t.equal(pushed.upToDate, false)
+      t.match(pushed.url, /\/mcp\/workspaces\/ws$/)
+      const dest = join(w.home, '..', 'other')
+      w.ok('clone', `s3://${bucket}/mcp/ws`, dest)
+      t.equal(fs.readFileSync(join(dest, 'agent.txt'), 'utf8'), 'agent\n', 'what the agent pushed, cloned elsewhere')
+      w.ok('mount', dest)
+      w.run('echo elsewhere > elsewhere.txt', dest)
+      w.ok('turn', dest)
+      w.ok('push', dest)
+      w.ok('unmount', dest)
+      const pulled = await call('pull')
+      t.match(pulled.branch, /^b\d+$/)
+      t.equal(pulled.fastForward, true, 'the agent\'s head holds nothing it had not pushed: the other machine went on from it')
+      t.equal(fs.readFileSync(join(w.ws, 'elsewhere.txt'), 'utf8'), 'elsewhere\n', 'the mount shows the pulled head')
+      await client.close()
       w.ok('unmount', w.ws)
     })
 
@@ -117,6 +198,13 @@ if (fuseAvailable(t) && s3Available(t)) {
       const dest = join(b.home, '..', 'c2')
       b.ok('clone', `s3://${bucket}/p/second`, dest)
       t.same(manifest(dest), manifest(b.ws), 'and clones byte-exact')
+      // A turn's push: its pack, the index, the sealed turn's tree and the new head's, the ref.
+      a.ok('mount', a.ws)
+      a.run('for i in 1 2 3; do echo turn-$i > t$i.txt; done && printf Y >> f9')
+      a.ok('turn', a.ws)
+      const turn = JSON.parse(a.ok('push', a.ws, '--json'))
+      t.same({ put: turn.requests.put, trees: turn.trees, chunks: turn.chunks }, { put: 5, trees: 2, chunks: 4 }, 'a turn costs 5 PUTs: 1 pack, 1 index, 2 trees, the ref (the root tree is not sent again)')
+      a.ok('unmount', a.ws)
     })
 
     t.test('racing pushers: one wins, the other is told to pull', async t => {
@@ -174,6 +262,28 @@ if (fuseAvailable(t) && s3Available(t)) {
       await client.send(new PutObjectCommand({ Bucket: bucket, Key: packs[0], Body: original }))
       w.ok('clone', `s3://${bucket}/d/ws`, dest)
       t.same(manifest(dest), manifest(w.ws), 'with the pack back, the clone works')
+      // A pull meets a damaged pack: the pulling workspace and its history are unchanged.
+      w.ok('mount', dest)
+      w.run('head -c 200000 /dev/urandom > fresh.bin', dest)
+      w.ok('turn', dest)
+      w.ok('push', dest)
+      w.ok('unmount', dest)
+      const fresh = (await keys(s3, bucket, 'd/packs/')).filter(k => !packs.includes(k))
+      t.equal(fresh.length, 1, 'the clone\'s push sent one new pack')
+      const good = Buffer.from(await (await client.send(new GetObjectCommand({ Bucket: bucket, Key: fresh[0] }))).Body!.transformToByteArray())
+      const flipped = Buffer.from(good)
+      flipped[flipped.length - 100] ^= 0x01
+      await client.send(new PutObjectCommand({ Bucket: bucket, Key: fresh[0], Body: flipped }))
+      const before = { tree: manifest(w.ws), log: w.ok('log', w.ws, '--all', '--json') }
+      const p = w.cpfs('pull', w.ws)
+      t.equal(p.code, 1)
+      t.match(p.stderr, /^cpfs: pack [0-9a-f]{64} on the remote is damaged: chunk [0-9a-f]{64} does not (match its SHA-256|decompress) \(nothing was changed here/m)
+      t.same({ tree: manifest(w.ws), log: w.ok('log', w.ws, '--all', '--json') }, before, 'the workspace and its history are as they were')
+      t.match(w.ok('fsck', w.ws), /clean/, 'and its store checks')
+      await client.send(new PutObjectCommand({ Bucket: bucket, Key: fresh[0], Body: good }))
+      const ok = JSON.parse(w.ok('pull', w.ws, '--json'))
+      t.equal(ok.fastForward, true)
+      t.same(manifest(w.ws), manifest(dest), 'with the pack repaired, the pull lands')
     })
 
     t.test('bad input: one line, non-zero, nothing changed', async t => {

@@ -28,6 +28,7 @@ Usage: cpfs <command> [options]
   unmount [DIR]          unmount and apply the result to the real directory, verified
   remote add|rm|ls       S3-compatible remotes a history is pushed to and cloned from
   push [NAME] [DIR]      send every turn and branch to a remote (S3), deduplicated
+  pull [NAME] [DIR]      bring the remote's new turns in: fast-forward, or a branch to merge
   clone URL DIR          a new workspace from a pushed history, verified byte-exact
   completion bash|zsh|fish  a completion script for your shell (commands, flags, turns)
 
@@ -156,6 +157,17 @@ pushed), the push is refused; --force replaces them.
   --json      what was sent: turns, branches, trees, chunks, bytes, storedBytes, requests
 
 Example:  cpfs push origin`,
+  pull: `Usage: cpfs pull [NAME] [DIR] [--force] [--json]
+
+Bring the turns remote NAME has and this workspace lacks (pushed by another machine, a clone
+of this history) into the history, mounted or not. Every object is checked against its name
+first. What is new arrives as a branch; when this workspace has nothing of its own past the
+remote's turns (its head turn is empty), the head moves onto it, as cpfs redo bN does (not
+mounted: through a verified plan; --force as for rewind). Otherwise nothing moves: cpfs merge
+bN brings their work into the head, then cpfs push sends both.
+  --json      branch, layers, chunks, bytes, fastForward, moved
+
+Example:  cpfs pull origin && cpfs log --all`,
   clone: `Usage: cpfs clone s3://BUCKET/PREFIX/WORKSPACE DIR [--endpoint URL] [--json]
 
 Make DIR (new, or empty) a workspace with the history pushed as WORKSPACE: every turn and

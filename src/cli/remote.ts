@@ -1,5 +1,6 @@
 // `cpfs remote add|rm|ls`, `cpfs push`, `cpfs clone`: thin shells over remote-api.ts (loaded
 // when one of them runs: the S3 client is big, and `cpfs turn` must start fast).
+import { statSync } from 'node:fs'
 import { CpfsError } from '../errors.js'
 import type { PushResult, RemoteWorkspace } from '../remote-api.js'
 import { displayLine } from '../session/labels.js'
@@ -58,8 +59,17 @@ export function formatWorkspaces (list: RemoteWorkspace[]): string {
   return rows.map(r => r.map((c, i) => i === r.length - 1 ? c : c.padEnd(widths[i])).join('  ')).join('\n')
 }
 
+/** One argument to push or pull: a path (remote names have no '/'), or a directory that exists, is the workspace. */
 function isPath (s: string): boolean {
-  return s.includes('/') || s === '.' || s === '..'
+  return s.includes('/') || s === '.' || s === '..' || isDirectory(s)
+}
+
+function isDirectory (s: string): boolean {
+  try {
+    return statSync(s).isDirectory()
+  } catch {
+    return false
+  }
 }
 
 function formatPush (r: PushResult): string {
@@ -77,10 +87,22 @@ export const remoteCommands: Record<string, Command> = {
     options: { ...dirStore, force: { type: 'boolean' }, ...json },
     args: ['NAME?', 'DIR?'],
     run: async (pos, f) => {
-      // One argument: a path (remote names have no '/') is the workspace.
       const [name, dir] = pos.DIR === undefined && pos.NAME !== undefined && isPath(pos.NAME) ? [undefined, pos.NAME] : [pos.NAME, pos.DIR]
       const r = await showingProgress(Boolean(f.json), async () => (await remoteLib()).push(name, { dir: workspaceOf(dir), store: f.store as string | undefined, force: Boolean(f.force) }))
       out(f.json ? JSON.stringify(r) : formatPush(r))
+      return 0
+    }
+  },
+  pull: {
+    options: { ...dirStore, force: { type: 'boolean' }, ...json },
+    args: ['NAME?', 'DIR?'],
+    run: async (pos, f) => {
+      const [name, dir] = pos.DIR === undefined && pos.NAME !== undefined && isPath(pos.NAME) ? [undefined, pos.NAME] : [pos.NAME, pos.DIR]
+      const r = await showingProgress(Boolean(f.json), async () => (await remoteLib()).pull(name, { dir: workspaceOf(dir), store: f.store as string | undefined, force: Boolean(f.force) }))
+      if (f.json) out(JSON.stringify(r))
+      else if (r.branch === null) out(`up to date with ${r.url}`)
+      else if (r.moved !== null) out(`pulled ${r.layers} turn${r.layers === 1 ? '' : 's'} from ${r.url} (${bytes(r.bytes)} fetched); head is turn ${r.moved.head}`)
+      else out(`pulled ${r.layers} layer${r.layers === 1 ? '' : 's'} from ${r.url} (${bytes(r.bytes)} fetched) as branch ${r.branch}: this workspace has turns of its own, so nothing moved; cpfs merge ${r.branch} brings their work in, cpfs log --all shows it`)
       return 0
     }
   },

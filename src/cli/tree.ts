@@ -13,7 +13,8 @@ const WHY: Record<BranchInfo['by'], string> = {
   redo: 'a redo (what was written after a rewind)',
   'outside changes': 'changes made outside cpfs (redo could no longer go back)',
   'older cpfs': 'a rewind before this version of cpfs',
-  sandbox: 'a sandboxed run (cpfs exec --sandbox)'
+  sandbox: 'a sandboxed run (cpfs exec --sandbox)',
+  pull: 'cpfs pull (turns another machine pushed)'
 }
 
 function left (b: BranchInfo): string {

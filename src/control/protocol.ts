@@ -32,6 +32,7 @@ import type { MergeResult } from '../merge/run.js'
 import type { ImportResult, SandboxRun } from '../merge/import-sandbox.js'
 import type { Remote } from '../remote/config.js'
 import type { PushResult } from '../remote/push.js'
+import type { PullResult } from '../remote/pull.js'
 
 /** A read-only view of a turn the daemon serves (daemon/view-mounts.ts). */
 export interface ViewInfo {
@@ -110,6 +111,8 @@ export interface Commands {
   fork: { args: { turn: string, dest: string }, result: { turn: number, dest: string, summary: PlanSummary } }
   /** Send the history to a remote; `env`: the caller's AWS variables (remote/s3.ts). */
   push: { args: { remote: Remote, force: boolean, env: Record<string, string> }, result: PushResult }
+  /** The remote's new turns into the store, as branches (remote/pull.ts). */
+  pull: { args: { remote: Remote, env: Record<string, string> }, result: PullResult }
   restore: { args: { turn: string, paths: string[] }, result: { turn: number, paths: string[] } }
   diff: { args: { spec?: string, patches?: boolean, paths?: string[] }, result: DiffResult }
   /** Every turn that changed `path` (a workspace path, '/a/b'), and who changed it. */

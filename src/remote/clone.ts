@@ -24,12 +24,13 @@ import { locate, register, workspaceDir } from '../store/locate.js'
 import { join as joinPath } from '../paths/paths.js'
 import { phase } from '../progress.js'
 import type { PlanSummary } from '../plans/finish.js'
-import { addRemote, adoptHead, noteRoot, setLineage } from './config.js'
-import { fetchPack, fetchTree } from './fetch.js'
-import { checkWorkspaceName, type RemoteLayer, type RemoteRef, type RemoteRoot } from './objects.js'
+import { addRemote, adoptHead, noteRoot, noteSyncedHead, setLineage } from './config.js'
+import { fetchPack, fetchTrees } from './fetch.js'
+import { fingerprint, saveCache } from './root.js'
+import { Lower } from '../real/lower.js'
+import { checkWorkspaceName, recordsHash, refTrees, type RemoteLayer, type RemoteRef, type RemoteRoot } from './objects.js'
 import { readRef } from './refs.js'
 import { Bucket, parseS3Url } from './s3.js'
-import { inBatches } from './chunk-index.js'
 
 export interface CloneResult {
   dir: string
@@ -60,7 +61,7 @@ export async function cloneWorkspace (url: string, destArg: string, opts: { endp
     const cur = await readRef(bucket, name)
     if (cur === null) throw new CpfsError('REMOTE_NO_WORKSPACE', `no workspace ${name} at ${bucket.where()}`, `cpfs remote ls s3://${bucketName}${prefix ? '/' + prefix : ''} lists the workspaces there`)
     const ref = cur.ref
-    const trees = await fetchTrees(bucket, ref)
+    const trees = await fetchTrees(bucket, refTrees(ref))
     const createdDir = !fs.existsSync(dest)
     if (createdDir) fs.mkdirSync(dest)
     const realDest = fs.realpathSync(dest)
@@ -75,6 +76,7 @@ export async function cloneWorkspace (url: string, destArg: string, opts: { endp
       setLineage(loc.store, ref.lineage)
       addRemote(loc.store, { name: 'origin', url: remoteUrl, as: name, ...(opts.endpoint !== undefined ? { endpoint: opts.endpoint } : {}) })
       noteRoot(loc.store, bucket.loc, { tree: ref.root, packs: ref.packs, chunks: 0, bytes: 0 })
+      noteSyncedHead(loc.store, bucket.loc, recordsHash(trees.get(ref.stack[ref.stack.length - 1]) as RemoteLayer))
       const c = bucket.counts
       return { dir: realDest, remote: 'origin', url: bucket.where(`workspaces/${name}`), turns: ref.stack.length, branches: ref.branches.length, chunks: got.chunks, bytes: got.bytes, summary, requests: { get: c.get, list: c.list } }
     } catch (err) {
@@ -102,20 +104,6 @@ function checkCloneDest (dest: string): void {
   if (fs.existsSync(join(workspaceDir(real), 'workspace.json'))) {
     throw new CpfsError('CLONE_DEST', `${dest} already has cpfs history from an earlier directory at that path`, `remove ${workspaceDir(real)} or clone elsewhere`)
   }
-}
-
-/** Every tree the ref reaches, each checked against its name. */
-async function fetchTrees (bucket: Bucket, ref: RemoteRef): Promise<Map<string, RemoteLayer | RemoteRoot>> {
-  const names = [ref.root, ...ref.stack, ...Object.values(ref.parts).flat(), ...ref.branches.flatMap(b => b.stack)]
-  const unique = [...new Set(names)]
-  const out = new Map<string, RemoteLayer | RemoteRoot>()
-  const getting = phase('fetching turns', 'trees', unique.length)
-  await inBatches(unique, 8, async (hex) => {
-    out.set(hex, await fetchTree(bucket, hex))
-    getting.item()
-  })
-  getting.end()
-  return out
 }
 
 /** The new store: chunks, layers, base entries (the whole root tree), nothing applied yet. */
@@ -203,9 +191,13 @@ async function writeHead (storePath: string, workspace: string, root: RemoteRoot
     const ops: BatchOp[] = []
     const inRoot = new Set(root.entries.map(([p]) => p))
     // A root path DIR now holds as the root had it: the real file is its lower.
+    const dropped: string[] = []
     for (const p of inRoot) {
       const r = target.resolve(p)
-      if (r !== null && r.kind === 'lower' && r.lowerPath === p) ops.push({ type: 'del', key: baseKey(p) })
+      if (r !== null && r.kind === 'lower' && r.lowerPath === p) {
+        ops.push({ type: 'del', key: baseKey(p) })
+        dropped.push(p)
+      }
     }
     // A path DIR holds that the root did not: hidden from the lower by a whiteout (one at the
     // top of each such subtree hides what is below it).
@@ -221,9 +213,26 @@ async function writeHead (storePath: string, workspace: string, root: RemoteRoot
         if (r !== null && (r.kind === 'upper' ? r.entry.kind : r.stat.kind) === 'd') todo.push(p)
       }
     }
-    session.meta.applied = stack
+    // DIR holds the head view. The applied stack never includes a layer that can still
+    // change: a head turn that holds something is sealed, and a new head opened on it.
+    ops.push(...session.appliedOps(stack))
     ops.push(session.store.metaOp())
     await session.store.batch(ops, true)
+    // The root tree as the pusher sent it, for the real paths DIR holds as the root had them:
+    // the clone's pushes reuse these entries (the real files differ only in inode numbers and
+    // owners) instead of sending a root tree of their own.
+    const cache: Array<[string, string, Buffer]> = []
+    const byPath = new Map(root.entries)
+    const lower = new Lower(fs.openSync(workspace, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY), new Map(), session.chunks)
+    try {
+      for (const p of dropped) {
+        const st = lower.stat(p)
+        if (st !== null && 'nlink' in st) cache.push([p, fingerprint(st), byPath.get(p)!])
+      }
+    } finally {
+      fs.closeSync(lower.dirFd)
+    }
+    saveCache(storePath, cache)
     return summary
   } finally {
     await session.close()

@@ -32,6 +32,8 @@ interface RemotesFile {
   adopted?: Record<string, number>
   remotes: Record<string, { url: string, endpoint?: string, as: string }>
   roots?: Record<string, RootInfo>
+  /** Per remote: the tree of this workspace's head turn when it last matched the remote's (push, pull). */
+  synced?: Record<string, string>
 }
 
 const FILE = 'remotes.json'
@@ -121,11 +123,17 @@ export function storeIdOf (storePath: string): string {
   return f.storeId
 }
 
-/** Is the remote head `head` the local layer `layer`: pushed from it, or cloned into it? */
-export function isOwnHead (storePath: string, head: string, layer: number | undefined): boolean {
-  if (layer === undefined) return false
+/**
+ * Is the remote head `head` one of `layers` of this store: pushed from it, or cloned or pulled
+ * into it? Its records may have grown since, its turn been sealed, a rewind have made it a
+ * branch's: it is this workspace's continuation either way.
+ */
+export function isOwnHead (storePath: string, head: string, layers: ReadonlySet<number>): boolean {
   const f = read(storePath)
-  return head === `${f.storeId ?? ''}:${layer}` || f.adopted?.[head] === layer
+  const cut = head.lastIndexOf(':')
+  const own = head.slice(0, cut) === f.storeId && layers.has(Number(head.slice(cut + 1)))
+  const adopted = f.adopted?.[head]
+  return own || (adopted !== undefined && layers.has(adopted))
 }
 
 export function adoptHead (storePath: string, head: string, layer: number): void {
@@ -151,6 +159,16 @@ export function knownRoot (storePath: string, loc: S3Location): RootInfo | undef
 export function noteRoot (storePath: string, loc: S3Location, root: RootInfo): void {
   const f = read(storePath)
   f.roots = { ...f.roots, [rootKey(loc)]: root }
+  write(storePath, f)
+}
+
+export function syncedHead (storePath: string, loc: S3Location): string | undefined {
+  return read(storePath).synced?.[rootKey(loc)]
+}
+
+export function noteSyncedHead (storePath: string, loc: S3Location, tree: string): void {
+  const f = read(storePath)
+  f.synced = { ...f.synced, [rootKey(loc)]: tree }
   write(storePath, f)
 }
 

@@ -8,13 +8,28 @@ import { brotliDecompressSync } from 'node:zlib'
 import { CpfsError } from '../errors.js'
 import { hashChunk } from '../store/chunks.js'
 import { COMPRESSION_BROTLI, PACK_HEADER, RECORD_HEADER, scanPack } from '../store/pack-format.js'
-import { damaged, openObject, packName, treeName } from './objects.js'
+import { damaged, openObject, packName, treeName, type RemoteLayer, type RemoteRoot } from './objects.js'
+import { inBatches } from './chunk-index.js'
+import { phase } from '../progress.js'
 import type { Bucket } from './s3.js'
 
 export async function fetchTree<T> (bucket: Bucket, hex: string): Promise<T> {
   const got = await bucket.get(treeName(hex))
   if (got === null) throw missing(bucket, `tree ${hex}`)
   return openObject<T>(got.body, hex, `tree ${hex}`)
+}
+
+/** The trees `names`, each checked against its name (eight requests at a time). */
+export async function fetchTrees (bucket: Bucket, names: Iterable<string>): Promise<Map<string, RemoteLayer | RemoteRoot>> {
+  const unique = [...new Set(names)]
+  const out = new Map<string, RemoteLayer | RemoteRoot>()
+  const getting = phase('fetching turns', 'trees', unique.length)
+  await inBatches(unique, 8, async (hex) => {
+    out.set(hex, await fetchTree(bucket, hex))
+    getting.item()
+  })
+  getting.end()
+  return out
 }
 
 /** Every chunk of pack `name` that `want` holds, checked, to `each`. */

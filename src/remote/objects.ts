@@ -69,6 +69,19 @@ export function sealObject (value: unknown): { hex: string, body: Buffer } {
   return { hex: sha256Hex(raw), body: compress(raw) }
 }
 
+/** The name sealObject would give `value`, without compressing it. */
+export function treeHash (value: unknown): string {
+  return sha256Hex(encode(value))
+}
+
+/**
+ * A layer's records alone (not its turn record, which sealing the turn changes): what a head
+ * turn held when this workspace and the remote last matched (config.ts noteSyncedHead).
+ */
+export function recordsHash (layer: RemoteLayer): string {
+  return sha256Hex(encode(layer.records))
+}
+
 /** The value of a content-addressed object, checked against its name. */
 export function openObject<T> (body: Buffer, hex: string, what: string): T {
   const raw = decompress(body, what)

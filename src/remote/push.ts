@@ -9,13 +9,13 @@ import type { Session } from '../session/session.js'
 import { decodeEntry } from '../store/codec.js'
 import { phase } from '../progress.js'
 import { ChunkIndex, inBatches } from './chunk-index.js'
-import { cacheDir, isOwnHead, knownRoot, lineageOf, locationOf, noteRoot, storeIdOf, type Remote, type RootInfo } from './config.js'
-import { REMOTE_FORMAT, encodeRef, refName, refTrees, sealObject, treeName, type RemoteRef } from './objects.js'
+import { cacheDir, isOwnHead, knownRoot, lineageOf, locationOf, noteRoot, noteSyncedHead, storeIdOf, type Remote, type RootInfo } from './config.js'
+import { REMOTE_FORMAT, encodeRef, recordsHash, refName, refTrees, sealObject, treeName, type RemoteRef } from './objects.js'
 import { Packer } from './packer.js'
 import { buildRoot } from './root.js'
 import { readRef } from './refs.js'
 import { Bucket } from './s3.js'
-import { takeSnapshot } from './snapshot.js'
+import { takeSnapshot, type LocalSnapshot } from './snapshot.js'
 
 export interface PushResult {
   remote: string
@@ -56,18 +56,69 @@ async function push (session: Session, remote: Remote, bucket: Bucket, opts: { f
   const reached = new Set<string>()
   const onRemote = current === null ? new Set<string>() : refTrees(current.ref)
 
-  // The root tree: built once per remote (the lower never changes).
+  // The root tree (the lower, walked again: see root.ts), sent when the remote lacks it.
+  const built = await buildRoot(session, packer, index)
+  const rootTree = sealObject(built.root)
+  const rootChunks = built.chunks
   let root: RootInfo | undefined = knownRoot(storePath, bucket.loc)
   let rootBody: { hex: string, body: Buffer } | null = null
-  let rootChunks = new Set<string>()
-  if (root === undefined || !(onRemote.has(root.tree) || await bucket.exists(treeName(root.tree)))) {
-    const built = await buildRoot(session, packer)
-    rootBody = sealObject(built.root)
-    root = { tree: rootBody.hex, packs: [], chunks: built.chunks.size, bytes: built.bytes }
-    rootChunks = built.chunks
+  if (root === undefined || root.tree !== rootTree.hex || !(onRemote.has(root.tree) || await bucket.exists(treeName(root.tree)))) {
+    rootBody = rootTree
+    root = { tree: rootTree.hex, packs: [], chunks: rootChunks.size, bytes: built.bytes }
   }
 
-  // The layers: each is a tree named by its content; only the ones the remote lacks are sent.
+  const { treeOf, bodies } = await packLayers(session, snap, index, packer, onRemote, reached)
+  const names = (ids: number[]): string[] => ids.map(id => treeOf.get(id)!)
+  const ref: RemoteRef = {
+    format: REMOTE_FORMAT,
+    lineage,
+    pushedAt: Date.now(),
+    host: hostname(),
+    from: session.workspace,
+    root: root.tree,
+    head: `${storeIdOf(storePath)}:${snap.stack[snap.stack.length - 1]}`,
+    stack: names(snap.stack),
+    parts: Object.fromEntries(Object.entries(snap.parts).map(([id, p]) => [treeOf.get(Number(id))!, names(p)])),
+    branches: snap.branches.map(b => ({ ...b, stack: names(b.stack) })),
+    packs: [],
+    indexes: [],
+    processes: snap.processes,
+    chunks: 0,
+    bytes: 0
+  }
+  if (current !== null && opts.force !== true) refuseIfAhead(storePath, current.ref, ref, snap, remote, bucket)
+  const sameAsRemote = current !== null && rootBody === null && bodies.length === 0 && packer.sent.chunks === 0 && sameHistory(current.ref, ref)
+  const headRecords = recordsHash(snap.layers.get(snap.stack[snap.stack.length - 1])!)
+  if (sameAsRemote) {
+    noteSyncedHead(storePath, bucket.loc, headRecords)
+    return result(remote, bucket, snap, true, 0, packer)
+  }
+
+  const up = phase('uploading', 'objects')
+  await packer.finish()
+  // Every pack that holds a chunk this ref reaches, and the indexes that say where.
+  if (rootBody !== null) root.packs = [...packsOf(index, rootChunks)].sort()
+  const packs = new Set<string>([...root.packs, ...packsOf(index, reached)])
+  ref.packs = [...packs].sort()
+  ref.indexes = [...new Set(ref.packs.map(p => index.indexOfPack.get(p)!))].sort()
+  ref.chunks = root.chunks + reached.size
+  ref.bytes = root.bytes + [...reached].reduce((n, hex) => n + index.place(hex)!.length, 0)
+  if (rootBody !== null) bodies.unshift(rootBody)
+  await inBatches(bodies, 8, async (t) => { await bucket.put(treeName(t.hex), t.body); up.item() })
+  up.end()
+  if (!await bucket.swap(refName(remote.as), encodeRef(ref), current?.etag ?? null)) {
+    throw new CpfsError('REMOTE_RACE', `another push to ${bucket.where(refName(remote.as))} landed while this one ran`, `run cpfs pull ${remote.name}, then push again (nothing was lost: the objects sent are reused)`)
+  }
+  if (rootBody !== null) noteRoot(storePath, bucket.loc, root)
+  noteSyncedHead(storePath, bucket.loc, headRecords)
+  return result(remote, bucket, snap, false, bodies.length, packer)
+}
+
+/**
+ * The layers: each is a tree named by its content; only the ones the remote lacks are sent,
+ * and only the chunks no index names. `reached` collects every chunk the layers hold.
+ */
+async function packLayers (session: Session, snap: LocalSnapshot, index: ChunkIndex, packer: Packer, onRemote: Set<string>, reached: Set<string>): Promise<{ treeOf: Map<number, string>, bodies: Array<{ hex: string, body: Buffer }> }> {
   const treeOf = new Map<number, string>()
   const bodies: Array<{ hex: string, body: Buffer }> = []
   const sending = phase('packing turns', 'layers', snap.layers.size)
@@ -91,53 +142,20 @@ async function push (session: Session, remote: Remote, bucket: Bucket, opts: { f
     sending.item()
   }
   sending.end()
-  const names = (ids: number[]): string[] => ids.map(id => treeOf.get(id)!)
-  const ref: RemoteRef = {
-    format: REMOTE_FORMAT,
-    lineage,
-    pushedAt: Date.now(),
-    host: hostname(),
-    from: session.workspace,
-    root: root.tree,
-    head: `${storeIdOf(storePath)}:${snap.stack[snap.stack.length - 1]}`,
-    stack: names(snap.stack),
-    parts: Object.fromEntries(Object.entries(snap.parts).map(([id, p]) => [treeOf.get(Number(id))!, names(p)])),
-    branches: snap.branches.map(b => ({ ...b, stack: names(b.stack) })),
-    packs: [],
-    indexes: [],
-    processes: snap.processes,
-    chunks: 0,
-    bytes: 0
-  }
-  if (current !== null && opts.force !== true) {
-    const ours = refTrees(ref)
-    // The remote's head turn as this store pushed it may have changed here since: ours replaces it.
-    const theirs = isOwnHead(storePath, current.ref.head, snap.stack[current.ref.stack.length - 1]) ? current.ref.stack.slice(0, -1) : current.ref.stack
-    const missing = theirs.filter(t => !ours.has(t))
-    if (missing.length > 0) {
-      throw new CpfsError('REMOTE_AHEAD', `${bucket.where(refName(remote.as))} has ${missing.length} turn${missing.length === 1 ? '' : 's'} this workspace does not (pushed from ${current.ref.host} at ${new Date(current.ref.pushedAt).toISOString()})`, `run cpfs pull ${remote.name} first (their turns become a branch you can merge), then push again; or push --force to replace them`)
-    }
-  }
-  const sameAsRemote = current !== null && rootBody === null && bodies.length === 0 && packer.sent.chunks === 0 && sameHistory(current.ref, ref)
-  if (sameAsRemote) return result(remote, bucket, snap, true, 0, packer)
+  return { treeOf, bodies }
+}
 
-  const up = phase('uploading', 'objects')
-  await packer.finish()
-  // Every pack that holds a chunk this ref reaches, and the indexes that say where.
-  if (rootBody !== null) root.packs = [...packsOf(index, rootChunks)].sort()
-  const packs = new Set<string>([...root.packs, ...packsOf(index, reached)])
-  ref.packs = [...packs].sort()
-  ref.indexes = [...new Set(ref.packs.map(p => index.indexOfPack.get(p)!))].sort()
-  ref.chunks = root.chunks + reached.size
-  ref.bytes = root.bytes + [...reached].reduce((n, hex) => n + index.place(hex)!.length, 0)
-  if (rootBody !== null) bodies.unshift(rootBody)
-  await inBatches(bodies, 8, async (t) => { await bucket.put(treeName(t.hex), t.body); up.item() })
-  up.end()
-  if (!await bucket.swap(refName(remote.as), encodeRef(ref), current?.etag ?? null)) {
-    throw new CpfsError('REMOTE_RACE', `another push to ${bucket.where(refName(remote.as))} landed while this one ran`, `run cpfs pull ${remote.name}, then push again (nothing was lost: the objects sent are reused)`)
-  }
-  if (rootBody !== null) noteRoot(storePath, bucket.loc, root)
-  return result(remote, bucket, snap, false, bodies.length, packer)
+/**
+ * Every turn of the remote's must be in this push (its stack or a branch), but the head turn
+ * when it is a layer of this store: that one may have changed here since, and this push
+ * replaces it. Anything else means another machine pushed: pull first.
+ */
+function refuseIfAhead (storePath: string, theirs: RemoteRef, ours: RemoteRef, snap: LocalSnapshot, remote: Remote, bucket: Bucket): void {
+  const have = refTrees(ours)
+  const turns = isOwnHead(storePath, theirs.head, new Set(snap.layers.keys())) ? theirs.stack.slice(0, -1) : theirs.stack
+  const missing = turns.filter(t => !have.has(t))
+  if (missing.length === 0) return
+  throw new CpfsError('REMOTE_AHEAD', `${bucket.where(refName(remote.as))} has ${missing.length} turn${missing.length === 1 ? '' : 's'} this workspace does not (pushed from ${theirs.host} at ${new Date(theirs.pushedAt).toISOString()})`, `run cpfs pull ${remote.name} first (their turns become a branch you can merge), then push again; or push --force to replace them`)
 }
 
 /** The packs that hold these chunks (each must be in the index by now). */

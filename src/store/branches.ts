@@ -4,7 +4,7 @@
 // write: that is what version 7 of the store adds (see docs/decisions.md, "History is a tree").
 
 /** Why a stack was left: what the user did. */
-export type LeftBy = 'rewind' | 'undo' | 'discard' | 'redo' | 'outside changes' | 'older cpfs' | 'sandbox'
+export type LeftBy = 'rewind' | 'undo' | 'discard' | 'redo' | 'outside changes' | 'older cpfs' | 'sandbox' | 'pull'
 
 export interface Branch {
   /** Its number, never reused: branch bN. */
@@ -14,7 +14,7 @@ export interface Branch {
   /** When the workspace left it (ms). */
   leftAt: number
   by: LeftBy
-  /** What made it, for a sandboxed run's branch: the command line. */
+  /** What made it: a sandboxed run's command line, or where a pull brought it from. */
   what?: string
   /**
    * How many leading layers of `stack` are the base its own work started from, when that is not
