@@ -17,8 +17,9 @@
 #                    of its own; "signal": the arguments are one command, and every SIGUSR1
 #                    sent to this script seals the current turn and opens the next
 #   CPFS_DISCARD=1   leave the real directory as it was (the history stays in the store)
-#   CPFS_REMOTE      s3://BUCKET/PREFIX: at the end (also after docker stop) the run's history
-#                    is pushed there, so it outlives the container (cpfs clone on a laptop);
+#   CPFS_REMOTE      s3://BUCKET/PREFIX: at the end (also after docker stop: give it time with
+#                    docker run --stop-timeout) the run's history is pushed there, so it
+#                    outlives the container (cpfs clone on a laptop);
 #                    AWS credentials from the usual AWS_* variables. The exit code stays the
 #                    commands'; a failed push is reported on stderr and in summary.txt.
 #   CPFS_REMOTE_AS   the workspace's name there (default: the container's hostname)
@@ -99,7 +100,7 @@ if [ -n "${CPFS_REMOTE:-}" ]; then
   cpfs remote rm cpfs-agent --dir "$ws" >/dev/null 2>&1
   endpoint=()
   [ -n "${CPFS_REMOTE_ENDPOINT:-}" ] && endpoint=(--endpoint "$CPFS_REMOTE_ENDPOINT")
-  if cpfs remote add cpfs-agent "$CPFS_REMOTE" --as "$as" --dir "$ws" "${endpoint[@]}" >/dev/null \
+  if cpfs remote add cpfs-agent "$CPFS_REMOTE" --as "$as" --dir "$ws" "${endpoint[@]}" >/dev/null 2> "$out/push-error.txt" \
     && cpfs push cpfs-agent "$ws" >> "$out/summary.txt" 2> "$out/push-error.txt"; then
     rm -f "$out/push-error.txt"
   else

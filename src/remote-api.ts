@@ -8,6 +8,7 @@ import { pushHistory, type PushResult } from './remote/push.js'
 import { pullHistory, type PullResult } from './remote/pull.js'
 import { cloneWorkspace, type CloneResult } from './remote/clone.js'
 import { listWorkspaces, type RemoteWorkspace } from './remote/list.js'
+import { remoteGc as gcRemote, type GcResult } from './remote/gc.js'
 import { awsEnvironment, parseS3Url } from './remote/s3.js'
 
 export type { Remote } from './remote/config.js'
@@ -15,6 +16,7 @@ export type { PushResult } from './remote/push.js'
 export type { PullResult } from './remote/pull.js'
 export type { CloneResult } from './remote/clone.js'
 export type { RemoteWorkspace } from './remote/list.js'
+export type { GcResult } from './remote/gc.js'
 
 /** Add a remote: `url` is s3://BUCKET/PREFIX; the workspace is named `as` there (default: the directory's name). */
 export function remoteAdd (name: string, url: string, opts: Target & { endpoint?: string, as?: string } = {}): Remote {
@@ -56,6 +58,18 @@ export async function pull (name?: string, opts: Target & { force?: boolean } = 
 /** A new workspace at `dir` with the history at s3://BUCKET/PREFIX/WORKSPACE, its head view written and verified. */
 export async function clone (url: string, dir: string, opts: { endpoint?: string } = {}): Promise<CloneResult> {
   return await cloneWorkspace(url, dir, opts)
+}
+
+/**
+ * Delete what no ref on the remote reaches, in two steps a grace period apart (remote/gc.ts):
+ * this run deletes what an earlier run marked at least `graceHours` ago (default 24) and marks
+ * what is unreachable now. A push in flight is never robbed.
+ */
+export async function remoteGc (what?: string, opts: Target & { endpoint?: string, graceHours?: number, dryRun?: boolean } = {}): Promise<GcResult> {
+  const loc = what !== undefined && what.startsWith('s3://')
+    ? { ...parseS3Url(what), ...(opts.endpoint !== undefined ? { endpoint: opts.endpoint } : {}) }
+    : locationOf(getRemote(where(opts).store, what))
+  return await gcRemote(loc, { graceHours: opts.graceHours, dryRun: opts.dryRun })
 }
 
 /** The workspaces a remote holds: a remote's name (of this workspace), or s3://BUCKET/PREFIX. */

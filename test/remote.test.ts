@@ -100,7 +100,7 @@ if (fuseAvailable(t) && s3Available(t)) {
       // …and the source, which did not pull it, is told so.
       const refused = w.cpfs('push', w.ws)
       t.equal(refused.code, 1)
-      t.match(refused.stderr, /^cpfs: .* has \d+ turns? this workspace does not .*\(run cpfs pull origin first/m)
+      t.match(refused.stderr, /^cpfs: .* has \d+ turns?(?: or branch layers?)? this workspace does not .*\(run cpfs pull origin first/m)
       // The source has head work of its own: the clone's turns arrive as a branch, merged in.
       const pulled = JSON.parse(w.ok('pull', w.ws, '--json'))
       t.equal(pulled.fastForward, false)
@@ -207,6 +207,58 @@ if (fuseAvailable(t) && s3Available(t)) {
       a.ok('unmount', a.ws)
     })
 
+    t.test('remote gc deletes only what no ref reaches, a grace period after marking it', async t => {
+      const bucket = await s3.bucket()
+      const shared = 'for i in 1 2 3; do head -c 150000 /dev/urandom > shared$i; done'
+      const b = workspace(t, shared + ' && echo b > only-b', { env })
+      b.ok('mount', b.ws)
+      b.ok('unmount', b.ws)
+      b.ok('remote', 'add', 'origin', `s3://${bucket}/gc`, '--as', 'b', '--dir', b.ws)
+      b.ok('push', b.ws)
+      const packsOfB = await keys(s3, bucket, 'gc/packs/')
+      const a = workspace(t, '', { env })
+      a.run(`cp -a ${b.ws}/shared1 ${b.ws}/shared2 ${b.ws}/shared3 ${a.ws}/ && head -c 150000 /dev/urandom > only-a`)
+      a.ok('mount', a.ws)
+      a.ok('unmount', a.ws)
+      a.ok('remote', 'add', 'origin', `s3://${bucket}/gc`, '--as', 'a', '--dir', a.ws)
+      a.ok('push', a.ws)
+      const packOfA = (await keys(s3, bucket, 'gc/packs/')).filter(k => !packsOfB.includes(k))
+      t.equal(packOfA.length, 1, 'a sent one pack of its own (only-a; the shared files were there)')
+      const gc = (...more: string[]): any => JSON.parse(a.ok('remote', 'gc', 'origin', '--dir', a.ws, '--json', ...more))
+      const none = gc()
+      t.same({ ...none, reachable: 0 }, { workspaces: 2, reachable: 0, deleted: 0, deletedBytes: 0, marked: 0, markedBytes: 0, dryRun: false }, 'everything is reachable: nothing marked or deleted')
+      // Workspace a goes away: its ref is deleted. What only it reached is garbage now.
+      await s3.client().send(new DeleteObjectCommand({ Bucket: bucket, Key: 'gc/workspaces/a/ref' }))
+      const all = await keys(s3, bucket, 'gc/')
+      const dry = gc('--grace', '0', '--dry-run')
+      t.equal(dry.deleted, 0)
+      t.equal(dry.marked, 4, 'a dry run would mark a\'s pack, its index, its root tree and its layer')
+      t.same(await keys(s3, bucket, 'gc/'), all, 'and changes nothing')
+      t.equal(gc().marked, 0, 'with the default grace (24 hours) nothing that young is marked')
+      const first = gc('--grace', '0')
+      t.same([first.deleted, first.marked], [0, 4], 'the first run only marks')
+      // A push during the grace period builds on none of the marked objects: workspace c has
+      // only-a's bytes, and sends them again rather than reuse the marked pack.
+      const c = workspace(t, '', { env })
+      c.run(`cp -a ${a.ws}/only-a ${c.ws}/`)
+      c.ok('mount', c.ws)
+      c.ok('unmount', c.ws)
+      c.ok('remote', 'add', 'origin', `s3://${bucket}/gc`, '--as', 'c', '--dir', c.ws)
+      const pushed = JSON.parse(c.ok('push', c.ws, '--json'))
+      t.equal(pushed.bytes, 150000 + 0, 'the marked bytes were sent again')
+      const second = gc('--grace', '0')
+      t.equal(second.deleted, 4, 'the second run deletes what the first marked')
+      const left = await keys(s3, bucket, 'gc/packs/')
+      t.notOk(left.includes(packOfA[0]), 'a\'s pack is gone')
+      t.ok(packsOfB.every(k => left.includes(k)), 'b\'s packs (which a shared) are kept')
+      for (const [w, name] of [[b, 'b'], [c, 'c']] as Array<[Env, string]>) {
+        const dest = join(w.home, '..', `after-gc-${name}`)
+        w.ok('clone', `s3://${bucket}/gc/${name}`, dest)
+        t.same(manifest(dest), manifest(w.ws), `${name} clones byte-exact after the gc`)
+      }
+      t.same([gc('--grace', '0').deleted, gc('--grace', '0').marked], [0, 0], 'a third run finds nothing left')
+    })
+
     t.test('racing pushers: one wins, the other is told to pull', async t => {
       const bucket = await s3.bucket()
       const a = workspace(t, 'echo a > a', { env })
@@ -226,7 +278,7 @@ if (fuseAvailable(t) && s3Available(t)) {
       const [r1, r2] = await Promise.all([a.cpfsAsync('push', c1), a.cpfsAsync('push', c2)])
       t.equal([r1, r2].filter(r => r.code === 0).length, 1, 'exactly one push lands')
       const lost = r1.code === 0 ? r2 : r1
-      t.match(lost.stderr, /^cpfs: (another push to .* landed while this one ran|.* has \d+ turns? this workspace does not).*cpfs pull origin/m)
+      t.match(lost.stderr, /^cpfs: (another push to .* landed while this one ran|.* has \d+ turns?(?: or branch layers?)? this workspace does not).*cpfs pull origin/m)
       const winner = r1.code === 0 ? c1 : c2
       const dest = join(a.home, '..', 'after-race')
       a.ok('clone', `s3://${bucket}/r/shared`, dest)
@@ -284,6 +336,38 @@ if (fuseAvailable(t) && s3Available(t)) {
       const ok = JSON.parse(w.ok('pull', w.ws, '--json'))
       t.equal(ok.fastForward, true)
       t.same(manifest(w.ws), manifest(dest), 'with the pack repaired, the pull lands')
+    })
+
+    t.test('a hostile remote cannot make a clone or a pull write outside the workspace', async t => {
+      const bucket = await s3.bucket()
+      const w = workspace(t, 'echo a > a.txt', { env })
+      w.ok('mount', w.ws)
+      w.ok('unmount', w.ws)
+      w.ok('remote', 'add', 'origin', `s3://${bucket}/evil`, '--dir', w.ws)
+      w.ok('push', w.ws)
+      // A turn whose record is at /../escaped, content-addressed and named right, and a ref
+      // that points at it: everything checks but the path.
+      const objects = await import('../dist/remote/objects.js')
+      const codec = await import('../dist/store/codec.js')
+      const client = s3.client()
+      const refBody = Buffer.from(await (await client.send(new GetObjectCommand({ Bucket: bucket, Key: 'evil/workspaces/ws/ref' }))).Body!.transformToByteArray())
+      const ref = objects.decodeRef(refBody, 'ref')
+      const now = Date.now()
+      const entry = codec.encodeEntry({ kind: 'd', mode: 0o777, uid: 0, gid: 0, atime: now, mtime: now, ctime: now, ino: 2 ** 52 + 99 })
+      const evil = objects.sealObject({ kind: 'layer', turn: codec.encode({ openedAt: now }), records: [['/../escaped', entry]] })
+      await client.send(new PutObjectCommand({ Bucket: bucket, Key: `evil/trees/${evil.hex}`, Body: evil.body }))
+      const bad = { ...ref, stack: [...ref.stack, evil.hex] }
+      await client.send(new PutObjectCommand({ Bucket: bucket, Key: 'evil/workspaces/ws/ref', Body: objects.encodeRef(bad) }))
+      const parent = join(w.home, '..')
+      const before = fs.readdirSync(parent).sort()
+      const r = w.cpfs('clone', `s3://${bucket}/evil/ws`, join(parent, 'victim'))
+      t.equal(r.code, 1)
+      t.match(r.stderr, /^cpfs: tree [0-9a-f]{64} on the remote is damaged: it holds a path that would leave the workspace \("\/\.\.\/escaped"\)/m)
+      t.same(fs.readdirSync(parent).sort(), before, 'nothing was made beside it')
+      const p = w.cpfs('pull', w.ws)
+      t.equal(p.code, 1)
+      t.match(p.stderr, /would leave the workspace/)
+      t.equal(JSON.parse(w.ok('status', w.ws, '--json')).branches, 0, 'the pull added nothing to the history')
     })
 
     t.test('bad input: one line, non-zero, nothing changed', async t => {

@@ -26,7 +26,7 @@ Usage: cpfs <command> [options]
   hook claude-code [DIR] Claude Code's hooks: a turn per prompt, a step per tool call, feedback
   step begin|end|show|list  steps: one tool call or command inside a turn (see undo --step)
   unmount [DIR]          unmount and apply the result to the real directory, verified
-  remote add|rm|ls       S3-compatible remotes a history is pushed to and cloned from
+  remote add|rm|ls|gc    S3-compatible remotes a history is pushed to and cloned from
   push [NAME] [DIR]      send every turn and branch to a remote (S3), deduplicated
   pull [NAME] [DIR]      bring the remote's new turns in: fast-forward, or a branch to merge
   clone URL DIR          a new workspace from a pushed history, verified byte-exact
@@ -137,13 +137,17 @@ Example:  cpfs restore 2 src/parser.ts docs/`,
        cpfs remote add NAME s3://BUCKET/PREFIX [--endpoint URL] [--as WORKSPACE] [--dir DIR]
        cpfs remote rm NAME [--dir DIR]
        cpfs remote ls [NAME | s3://BUCKET/PREFIX] [--endpoint URL] [--json]
+       cpfs remote gc [NAME | s3://BUCKET/PREFIX] [--grace HOURS] [--dry-run] [--json]
 
 A remote is a prefix in an S3-compatible bucket (AWS S3, R2, MinIO, Ceph's radosgw); one
 prefix holds many workspaces and stores each chunk once. The workspace is WORKSPACE there
 (default: its directory's name). Credentials and region come from the standard AWS variables
 and config files (AWS_ACCESS_KEY_ID, AWS_PROFILE, ~/.aws/...); --endpoint, AWS_ENDPOINT_URL_S3
 or AWS_ENDPOINT_URL name a server other than AWS. With no action, lists this workspace's
-remotes; ls lists the workspaces a remote holds, with their turns and sizes.
+remotes; ls lists the workspaces a remote holds, with their turns and sizes. gc deletes what no
+workspace's ref reaches, in two steps a grace period apart (default 24 hours): each run
+deletes what an earlier run marked at least that long ago and that is still unreachable, and
+marks what is unreachable now; a push running meanwhile is never robbed.
 
 Example:  cpfs remote add origin s3://team-agents/histories --endpoint http://127.0.0.1:7480`,
   push: `Usage: cpfs push [NAME] [DIR] [--force] [--json]

@@ -11,7 +11,7 @@ import { showingProgress } from './progress.js'
 
 const remoteLib = async () => await import('../remote-api.js')
 
-const USAGE = 'usage: cpfs remote add NAME s3://BUCKET/PREFIX [--endpoint URL] [--as WORKSPACE]; cpfs remote rm NAME; cpfs remote ls [NAME|s3://BUCKET/PREFIX]; cpfs remote'
+const USAGE = 'usage: cpfs remote add NAME s3://BUCKET/PREFIX [--endpoint URL] [--as WORKSPACE]; cpfs remote rm NAME; cpfs remote ls [NAME|s3://BUCKET/PREFIX]; cpfs remote gc [NAME|s3://BUCKET/PREFIX] [--grace HOURS] [--dry-run]; cpfs remote'
 
 function target (f: Flags): { dir: string, store?: string } {
   return { dir: workspaceOf(f.dir as string | undefined), store: f.store as string | undefined }
@@ -47,6 +47,15 @@ async function remote (pos: string[], f: Flags): Promise<number> {
       out(f.json ? JSON.stringify(list, null, 2) : formatWorkspaces(list))
       return 0
     }
+    case 'gc': {
+      if (b !== undefined) throw new CpfsError('USAGE', `unexpected argument "${displayLine(b)}"`, USAGE)
+      const grace = f.grace === undefined ? undefined : Number(f.grace)
+      if (grace !== undefined && !(grace >= 0)) throw new CpfsError('USAGE', `--grace ${displayLine(String(f.grace))} is not a number of hours`, 'e.g. --grace 24 (the default)')
+      const r = await lib.remoteGc(a, { ...target(f), endpoint: f.endpoint as string | undefined, graceHours: grace, dryRun: Boolean(f['dry-run']) })
+      if (f.json) out(JSON.stringify(r))
+      else out(`${r.dryRun ? 'would delete' : 'deleted'} ${r.deleted} object${r.deleted === 1 ? '' : 's'} (${bytes(r.deletedBytes)}) no ref reaches, marked ${r.marked} more (${bytes(r.markedBytes)}) for the next gc; ${r.workspaces} workspace${r.workspaces === 1 ? '' : 's'}, ${r.reachable} objects reachable`)
+      return 0
+    }
     default:
       throw new CpfsError('USAGE', `unknown remote action "${displayLine(action)}"`, USAGE)
   }
@@ -79,7 +88,7 @@ function formatPush (r: PushResult): string {
 
 export const remoteCommands: Record<string, Command> = {
   remote: {
-    options: { ...dirStore, dir: { type: 'string' }, endpoint: { type: 'string' }, as: { type: 'string' }, ...json },
+    options: { ...dirStore, dir: { type: 'string' }, endpoint: { type: 'string' }, as: { type: 'string' }, grace: { type: 'string' }, 'dry-run': { type: 'boolean' }, ...json },
     args: ['ACTION?', 'A?', 'B?', 'MORE?'],
     run: async (pos, f) => await remote([pos.ACTION, pos.A, pos.B, pos.MORE].filter((x): x is string => x !== undefined), f)
   },

@@ -13,6 +13,7 @@ import { readEntry } from '../real/lower.js'
 import { applyOps, removeAnchors } from './applier.js'
 import { NO_FAULTS, type Faults } from './faults.js'
 import { checkNames } from './names.js'
+import { isSafePath } from '../paths/paths.js'
 import { planViews } from './planner.js'
 import { expectOf, linkExpectations } from './expect.js'
 import { viewOf } from './views.js'
@@ -75,6 +76,10 @@ export async function writeViewInto (session: Session, target: View, dest: strin
       return (b: Buffer, off: number, len: number, pos: number) => readEntry(e, session.chunks, b, off, len, pos,
         e.src === undefined ? null : (bb, o, l, p) => session.lower.read(e.src!, bb, o, l, p))
     }
+    // Containment, as runPlan's: whatever the view holds (a clone's comes from a remote),
+    // nothing is written outside DEST.
+    const unsafe = plan.ops.filter(op => !isSafePath(op.path)).map(op => JSON.stringify(op.path))
+    if (unsafe.length) throw new CpfsError('UNSAFE_PATH', `the view holds paths that would leave ${dest}: ${unsafe.slice(0, 3).join(', ')}`, 'nothing was written there')
     checkNames(plan.ops, fd)
     for (const op of plan.ops) if (op.op === 'write' || op.op === 'anchor') delete op.content
     const bytes = plan.ops.reduce((n, op) => n + (op.op === 'write' ? op.size : 0), 0)

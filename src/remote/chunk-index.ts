@@ -24,12 +24,18 @@ export class ChunkIndex {
   /** Which index covers each pack. */
   readonly indexOfPack = new Map<string, string>()
 
-  /** Read every index object under the remote (from `cacheDir` when fetched before). */
-  static async load (bucket: Bucket, cacheDir: string): Promise<ChunkIndex> {
+  /**
+   * Read every index object under the remote (from `cacheDir` when fetched before). Only
+   * packs that are there and that no gc mark names count (`marked`: object names, marks.ts):
+   * a push never builds on a pack that a gc may delete.
+   */
+  static async load (bucket: Bucket, cacheDir: string, marked: ReadonlySet<string> = new Set()): Promise<ChunkIndex> {
     const out = new ChunkIndex()
     fs.mkdirSync(cacheDir, { recursive: true, mode: 0o700 })
+    const present = new Set((await bucket.list('packs/')).map(o => o.key).filter(k => !marked.has(k)))
+    out.usable = (pack) => present.has(`packs/${pack}.pack`)
     const listed = await bucket.list('index/')
-    const names = listed.map(o => o.key.slice('index/'.length)).filter(n => /^[0-9a-f]{64}$/.test(n))
+    const names = listed.filter(o => !marked.has(o.key)).map(o => o.key.slice('index/'.length)).filter(n => /^[0-9a-f]{64}$/.test(n))
     await inBatches(names, 8, async (hex) => {
       const cached = join(cacheDir, hex)
       let body: Buffer | null = null
@@ -52,9 +58,13 @@ export class ChunkIndex {
     return out
   }
 
-  addIndex (hex: string, index: RemoteIndex): void {
+  /** Packs this index may name: those there and unmarked (load), or every one (a push's own). */
+  private usable: (pack: string) => boolean = () => true
+
+  addIndex (hex: string, index: RemoteIndex, own = false): void {
     const packs: string[] = []
     for (const p of index.packs) {
+      if (!own && !this.usable(p.name)) continue
       packs.push(p.name)
       this.indexOfPack.set(p.name, hex)
       const c = p.chunks

@@ -20,7 +20,7 @@ import { decode, decodeEntry, encode } from '../store/codec.js'
 import { FIRST_INO, Store, type StoreMeta } from '../store/store.js'
 import { isInoKey, inoOfKey } from '../store/entries.js'
 import { META_KEY, baseKey, entryKey, processKey, turnKey, type BatchOp } from '../store/keys.js'
-import { locate, register, workspaceDir } from '../store/locate.js'
+import { locateWorkspace, register, workspaceDir } from '../store/locate.js'
 import { join as joinPath } from '../paths/paths.js'
 import { phase } from '../progress.js'
 import type { PlanSummary } from '../plans/finish.js'
@@ -28,7 +28,8 @@ import { addRemote, adoptHead, noteRoot, noteSyncedHead, setLineage } from './co
 import { fetchPack, fetchTrees } from './fetch.js'
 import { fingerprint, saveCache } from './root.js'
 import { Lower } from '../real/lower.js'
-import { checkWorkspaceName, recordsHash, refTrees, type RemoteLayer, type RemoteRef, type RemoteRoot } from './objects.js'
+import { checkWorkspaceName, damaged, recordsHash, refTrees, type RemoteLayer, type RemoteRef, type RemoteRoot } from './objects.js'
+import { isSafePath } from '../paths/paths.js'
 import { readRef } from './refs.js'
 import { Bucket, parseS3Url } from './s3.js'
 
@@ -62,27 +63,36 @@ export async function cloneWorkspace (url: string, destArg: string, opts: { endp
     if (cur === null) throw new CpfsError('REMOTE_NO_WORKSPACE', `no workspace ${name} at ${bucket.where()}`, `cpfs remote ls s3://${bucketName}${prefix ? '/' + prefix : ''} lists the workspaces there`)
     const ref = cur.ref
     const trees = await fetchTrees(bucket, refTrees(ref))
+    checkTrees(ref, trees)
+    // The clone's own location: never CPFS_STATE_DIR (a sandboxed run's), never a store that
+    // exists already (checked before anything is made, so a failure removes only what this
+    // clone made).
+    const realDest = join(fs.realpathSync(dirname(dest)), basename(dest))
+    const loc = locateWorkspace(realDest, false, undefined, workspaceDir(realDest))
+    if (fs.existsSync(loc.dir)) throw new CpfsError('CLONE_DEST', `${dest} already has cpfs history (${loc.dir})`, `remove ${loc.dir} or clone elsewhere`)
     const createdDir = !fs.existsSync(dest)
     if (createdDir) fs.mkdirSync(dest)
-    const realDest = fs.realpathSync(dest)
-    const loc = locate(realDest)
     try {
-      const got = await makeStore(loc.store, realDest, bucket, ref, trees)
-      // The remote's head turn is this clone's head now: its pushes may replace it.
-      adoptHead(loc.store, ref.head, got.head)
-      register(loc)
       const remoteUrl = `s3://${bucketName}${prefix ? '/' + prefix : ''}`
-      const summary = await writeHead(loc.store, realDest, trees.get(ref.root) as RemoteRoot)
+      const got = await makeStore(loc.store, realDest, bucket, ref, trees)
+      // What the clone continues (lineage, origin, the head it adopted) is written before the
+      // head view is: killed after it, the clone is the remote's history, not another one.
       setLineage(loc.store, ref.lineage)
       addRemote(loc.store, { name: 'origin', url: remoteUrl, as: name, ...(opts.endpoint !== undefined ? { endpoint: opts.endpoint } : {}) })
       noteRoot(loc.store, bucket.loc, { tree: ref.root, packs: ref.packs, chunks: 0, bytes: 0 })
-      noteSyncedHead(loc.store, bucket.loc, recordsHash(trees.get(ref.stack[ref.stack.length - 1]) as RemoteLayer))
+      const headTree = ref.stack[ref.stack.length - 1]
+      noteSyncedHead(loc.store, bucket.loc, recordsHash(trees.get(headTree) as RemoteLayer))
+      // The remote's head turn is this clone's head now: its pushes may replace it.
+      adoptHead(loc.store, ref.head, got.head, headTree)
+      register(loc)
+      const summary = await writeHead(loc.store, realDest, trees.get(ref.root) as RemoteRoot)
       const c = bucket.counts
       return { dir: realDest, remote: 'origin', url: bucket.where(`workspaces/${name}`), turns: ref.stack.length, branches: ref.branches.length, chunks: got.chunks, bytes: got.bytes, summary, requests: { get: c.get, list: c.list } }
     } catch (err) {
-      // Nothing of the clone is kept: DIR was empty (or absent), the store is new.
-      fs.rmSync(loc.store, { recursive: true, force: true })
+      // Nothing of the clone is kept: its state directory and store are its own (checked
+      // above), and DIR was empty or absent.
       fs.rmSync(loc.dir, { recursive: true, force: true })
+      if (loc.store !== join(loc.dir, 'store')) fs.rmSync(loc.store, { recursive: true, force: true })
       if (createdDir) fs.rmSync(dest, { recursive: true, force: true })
       else for (const n of fs.readdirSync(dest)) fs.rmSync(join(dest, n), { recursive: true, force: true })
       throw err
@@ -103,6 +113,25 @@ function checkCloneDest (dest: string): void {
   const real = join(fs.realpathSync(parent), basename(dest))
   if (fs.existsSync(join(workspaceDir(real), 'workspace.json'))) {
     throw new CpfsError('CLONE_DEST', `${dest} already has cpfs history from an earlier directory at that path`, `remove ${workspaceDir(real)} or clone elsewhere`)
+  }
+}
+
+/**
+ * What a remote says is checked before anything is written: every path in its trees stays
+ * inside the workspace (no '..', empty or '.' component, NUL), and the ref's turns are layers.
+ */
+export function checkTrees (ref: RemoteRef, trees: Map<string, RemoteLayer | RemoteRoot>): void {
+  for (const [hex, t] of trees) {
+    const keys = t.kind === 'root' ? t.entries.map(([p]) => p) : t.kind === 'layer' ? t.records.map(([k]) => k) : null
+    if (keys === null) throw damaged(`tree ${hex}`, 'it is neither a layer nor a root tree')
+    const bad = keys.find(k => !isInoKey(k) && !isSafePath(k))
+    if (bad !== undefined) throw damaged(`tree ${hex}`, `it holds a path that would leave the workspace (${JSON.stringify(bad).slice(0, 80)})`)
+  }
+  const root = trees.get(ref.root)
+  if (root !== undefined && root.kind !== 'root') throw damaged(`the ref`, 'its root is not a root tree')
+  for (const h of [...ref.stack, ...Object.values(ref.parts).flat(), ...ref.branches.flatMap(b => b.stack)]) {
+    const t = trees.get(h)
+    if (t !== undefined && t.kind !== 'layer') throw damaged(`the ref`, `its turn ${h} is not a layer`)
   }
 }
 

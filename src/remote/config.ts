@@ -28,8 +28,12 @@ interface RemotesFile {
   lineage?: string
   /** This store's own name (a clone gets a new one): whose head layer a ref's last layer is. */
   storeId?: string
-  /** A cloned ref's head (`<store id>:<layer id>` of the pusher) → the local layer it became. */
-  adopted?: Record<string, number>
+  /**
+   * A cloned or pulled ref's head (`<store id>:<layer id>` of the pusher) → the local layer it
+   * became, and the tree it was then: only while the remote's head is still that tree may this
+   * store replace it (the pusher may have gone on writing in the same turn).
+   */
+  adopted?: Record<string, { layer: number, tree: string }>
   remotes: Record<string, { url: string, endpoint?: string, as: string }>
   roots?: Record<string, RootInfo>
   /** Per remote: the tree of this workspace's head turn when it last matched the remote's (push, pull). */
@@ -128,17 +132,17 @@ export function storeIdOf (storePath: string): string {
  * into it? Its records may have grown since, its turn been sealed, a rewind have made it a
  * branch's: it is this workspace's continuation either way.
  */
-export function isOwnHead (storePath: string, head: string, layers: ReadonlySet<number>): boolean {
+export function isOwnHead (storePath: string, head: string, headTree: string, layers: ReadonlySet<number>): boolean {
   const f = read(storePath)
   const cut = head.lastIndexOf(':')
   const own = head.slice(0, cut) === f.storeId && layers.has(Number(head.slice(cut + 1)))
   const adopted = f.adopted?.[head]
-  return own || (adopted !== undefined && layers.has(adopted))
+  return own || (typeof adopted === 'object' && adopted.tree === headTree && layers.has(adopted.layer))
 }
 
-export function adoptHead (storePath: string, head: string, layer: number): void {
+export function adoptHead (storePath: string, head: string, layer: number, tree: string): void {
   const f = read(storePath)
-  f.adopted = { ...f.adopted, [head]: layer }
+  f.adopted = { ...f.adopted, [head]: { layer, tree } }
   write(storePath, f)
 }
 

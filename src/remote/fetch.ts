@@ -50,7 +50,7 @@ export async function fetchPack (bucket: Bucket, name: string, want: (hex: strin
     const stored = body.subarray(r.offset, r.offset + r.stored)
     let data: Buffer
     try {
-      data = r.compression === COMPRESSION_BROTLI ? brotliDecompressSync(stored) : Buffer.from(stored)
+      data = r.compression === COMPRESSION_BROTLI ? brotliDecompressSync(stored, { maxOutputLength: Math.max(r.length, 1) }) : Buffer.from(stored)
     } catch {
       throw damaged(what, `chunk ${hex} does not decompress`)
     }

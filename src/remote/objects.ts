@@ -51,9 +51,12 @@ export function compress (b: Buffer): Buffer {
   return brotliCompressSync(b, { params: { [constants.BROTLI_PARAM_QUALITY]: 5, [constants.BROTLI_PARAM_SIZE_HINT]: b.length } })
 }
 
-export function decompress (b: Buffer, what: string): Buffer {
+/** A tree, index, ref or mark is never this big decompressed: a bigger one is an attack or damage. */
+const MAX_OBJECT = 1024 * 1024 * 1024
+
+export function decompress (b: Buffer, what: string, max = MAX_OBJECT): Buffer {
   try {
-    return brotliDecompressSync(b)
+    return brotliDecompressSync(b, { maxOutputLength: max })
   } catch {
     throw damaged(what, 'it does not decompress')
   }
@@ -180,6 +183,22 @@ export function decodeRef (body: Buffer, what: string): RemoteRef {
     throw damaged(what, 'it does not decode')
   }
   if (typeof ref !== 'object' || ref === null || typeof ref.format !== 'number') throw damaged(what, 'it is not a cpfs ref')
+  if (ref.format <= REMOTE_FORMAT && !wellFormed(ref)) throw damaged(what, 'its fields are not those of a cpfs ref')
   if (ref.format > REMOTE_FORMAT) throw new CpfsError('REMOTE_FORMAT', `${what} was written by a newer cpfs (remote format ${ref.format}; this one reads ${REMOTE_FORMAT})`, 'upgrade cpfs')
   return ref
+}
+
+const HEX = /^[0-9a-f]{64}$/
+
+function names (x: unknown): boolean {
+  return Array.isArray(x) && x.every(h => typeof h === 'string' && HEX.test(h))
+}
+
+/** Every field a reader uses, of the type it uses it as: a ref is the one object not checked against a name. */
+function wellFormed (r: RemoteRef): boolean {
+  return typeof r.lineage === 'string' && typeof r.head === 'string' && typeof r.root === 'string' && HEX.test(r.root) &&
+    names(r.stack) && r.stack.length > 0 && names(r.packs) && names(r.indexes) &&
+    typeof r.parts === 'object' && r.parts !== null && Object.entries(r.parts).every(([k, v]) => HEX.test(k) && names(v)) &&
+    Array.isArray(r.branches) && r.branches.every(b => typeof b === 'object' && b !== null && Number.isInteger(b.n) && names(b.stack) && b.stack.length > 0) &&
+    Array.isArray(r.processes) && typeof r.pushedAt === 'number' && typeof r.host === 'string' && typeof r.from === 'string'
 }

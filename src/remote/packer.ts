@@ -66,7 +66,7 @@ export class Packer {
     if (this.written.length === 0) return null
     const index = sealObject({ packs: this.written } satisfies RemoteIndex)
     await this.bucket.put(indexName(index.hex), index.body)
-    this.known.addIndex(index.hex, { packs: this.written })
+    this.known.addIndex(index.hex, { packs: this.written }, true)
     return index.hex
   }
 

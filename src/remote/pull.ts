@@ -14,6 +14,7 @@ import { phase } from '../progress.js'
 import { ChunkIndex } from './chunk-index.js'
 import { adoptHead, cacheDir, lineageOf, locationOf, noteSyncedHead, syncedHead, type Remote } from './config.js'
 import { fetchPack, fetchTrees } from './fetch.js'
+import { checkTrees } from './clone.js'
 import { recordsHash, refName, refTrees, treeHash, type RemoteLayer, type RemoteRef } from './objects.js'
 import { readRef } from './refs.js'
 import { Bucket } from './s3.js'
@@ -62,11 +63,13 @@ async function pull (session: Session, remote: Remote, bucket: Bucket): Promise<
   const wanted = [...refTrees(ref)].filter(t => t !== ref.root && !local.has(t))
   if (wanted.length === 0) return result(null, 0, 0, 0, false)
   const trees = await fetchTrees(bucket, wanted) as Map<string, RemoteLayer>
-  const { need, packs } = await neededPacks(session, bucket, trees)
+  checkTrees(ref, trees)
+  const index = await ChunkIndex.load(bucket, cacheDir(storePath, bucket.loc))
   // Into the store, in one exclusive step of the session: the chunks first, then the layers
   // and branches in one synced batch. A damaged or missing pack stops the pull before that
   // batch: what was written is unreferenced.
   return await session.exclusive(async () => {
+    const { need, packs } = neededPacks(session, bucket, trees, index)
     const got = await fetchChunks(session, bucket, packs, need)
     const idOf = new Map(local)
     const ops = layerOps(session, trees, idOf)
@@ -76,21 +79,23 @@ async function pull (session: Session, remote: Remote, bucket: Bucket): Promise<
     const headBranch = added.find(b => b.stack === head)
     const fastForward = headBranch !== undefined && nothingOwn(snap, head, syncedHead(storePath, bucket.loc))
     if (fastForward) noteSyncedHead(storePath, bucket.loc, recordsHash(trees.get(ref.stack[ref.stack.length - 1])!))
-    if (headBranch !== undefined) adoptHead(storePath, ref.head, head[head.length - 1])
+    if (headBranch !== undefined) adoptHead(storePath, ref.head, head[head.length - 1], ref.stack[ref.stack.length - 1])
     return result(headBranch === undefined ? (added[0] ? `b${added[0].n}` : null) : `b${headBranch.n}`, trees.size, got.chunks, got.bytes, fastForward)
   })
 }
 
-/** The chunks the new layers need that this store lacks, and the packs that hold them. */
-async function neededPacks (session: Session, bucket: Bucket, trees: Map<string, RemoteLayer>): Promise<{ need: Set<string>, packs: Set<string> }> {
+/**
+ * The chunks the new layers need that this store lacks, and the packs that hold them. A chunk
+ * the store has is pinned (the head may be deleting it: nothing the pulled records use goes).
+ */
+function neededPacks (session: Session, bucket: Bucket, trees: Map<string, RemoteLayer>, index: ChunkIndex): { need: Set<string>, packs: Set<string> } {
   const need = new Set<string>()
   for (const t of trees.values()) {
     for (const [, raw] of t.records) {
       const e = decodeEntry(raw)
-      if (e.kind === 'f') for (const r of e.chunks.values()) if (r && !session.store.hasChunk(hexName(r))) need.add(hexName(r))
+      if (e.kind === 'f') for (const r of e.chunks.values()) if (r && !session.chunks.pin(hexName(r))) need.add(hexName(r))
     }
   }
-  const index = await ChunkIndex.load(bucket, cacheDir(session.store.path, bucket.loc))
   const packs = new Set<string>()
   for (const hex of need) {
     const place = index.place(hex)

@@ -10,7 +10,8 @@ import { decodeEntry } from '../store/codec.js'
 import { phase } from '../progress.js'
 import { ChunkIndex, inBatches } from './chunk-index.js'
 import { cacheDir, isOwnHead, knownRoot, lineageOf, locationOf, noteRoot, noteSyncedHead, storeIdOf, type Remote, type RootInfo } from './config.js'
-import { REMOTE_FORMAT, encodeRef, recordsHash, refName, refTrees, sealObject, treeName, type RemoteRef } from './objects.js'
+import { REMOTE_FORMAT, encodeRef, indexName, packName, recordsHash, refName, refTrees, sealObject, treeName, type RemoteRef } from './objects.js'
+import { markedObjects, readMarks } from './marks.js'
 import { Packer } from './packer.js'
 import { buildRoot } from './root.js'
 import { readRef } from './refs.js'
@@ -51,7 +52,9 @@ async function push (session: Session, remote: Remote, bucket: Bucket, opts: { f
     throw new CpfsError('REMOTE_OTHER_HISTORY', `${bucket.where(refName(remote.as))} holds another workspace's history (pushed from ${current.ref.host}:${current.ref.from})`, `push under another name: cpfs remote rm ${remote.name}, then cpfs remote add ${remote.name} ${remote.url} --as NAME`)
   }
   const snap = await takeSnapshot(session)
-  const index = await ChunkIndex.load(bucket, cacheDir(storePath, bucket.loc))
+  // A gc may have marked objects for deletion: none of them is built on (marks.ts).
+  const marked = markedObjects(await readMarks(bucket))
+  const index = await ChunkIndex.load(bucket, cacheDir(storePath, bucket.loc), marked)
   const packer = new Packer(bucket, index)
   const reached = new Set<string>()
   const onRemote = current === null ? new Set<string>() : refTrees(current.ref)
@@ -62,7 +65,7 @@ async function push (session: Session, remote: Remote, bucket: Bucket, opts: { f
   const rootChunks = built.chunks
   let root: RootInfo | undefined = knownRoot(storePath, bucket.loc)
   let rootBody: { hex: string, body: Buffer } | null = null
-  if (root === undefined || root.tree !== rootTree.hex || !(onRemote.has(root.tree) || await bucket.exists(treeName(root.tree)))) {
+  if (root === undefined || root.tree !== rootTree.hex || !(onRemote.has(root.tree) || (!marked.has(treeName(root.tree)) && await bucket.exists(treeName(root.tree))))) {
     rootBody = rootTree
     root = { tree: rootTree.hex, packs: [], chunks: rootChunks.size, bytes: built.bytes }
   }
@@ -97,15 +100,16 @@ async function push (session: Session, remote: Remote, bucket: Bucket, opts: { f
   const up = phase('uploading', 'objects')
   await packer.finish()
   // Every pack that holds a chunk this ref reaches, and the indexes that say where.
-  if (rootBody !== null) root.packs = [...packsOf(index, rootChunks)].sort()
+  root.packs = [...packsOf(index, rootChunks)].sort()
   const packs = new Set<string>([...root.packs, ...packsOf(index, reached)])
   ref.packs = [...packs].sort()
-  ref.indexes = [...new Set(ref.packs.map(p => index.indexOfPack.get(p)!))].sort()
+  ref.indexes = [...new Set(ref.packs.map(p => index.indexOfPack.get(p)).filter((i): i is string => i !== undefined))].sort()
   ref.chunks = root.chunks + reached.size
   ref.bytes = root.bytes + [...reached].reduce((n, hex) => n + index.place(hex)!.length, 0)
   if (rootBody !== null) bodies.unshift(rootBody)
   await inBatches(bodies, 8, async (t) => { await bucket.put(treeName(t.hex), t.body); up.item() })
   up.end()
+  await refuseIfMarked(bucket, ref, current?.ref ?? null, packer, bodies, remote)
   if (!await bucket.swap(refName(remote.as), encodeRef(ref), current?.etag ?? null)) {
     throw new CpfsError('REMOTE_RACE', `another push to ${bucket.where(refName(remote.as))} landed while this one ran`, `run cpfs pull ${remote.name}, then push again (nothing was lost: the objects sent are reused)`)
   }
@@ -152,10 +156,31 @@ async function packLayers (session: Session, snap: LocalSnapshot, index: ChunkIn
  */
 function refuseIfAhead (storePath: string, theirs: RemoteRef, ours: RemoteRef, snap: LocalSnapshot, remote: Remote, bucket: Bucket): void {
   const have = refTrees(ours)
-  const turns = isOwnHead(storePath, theirs.head, new Set(snap.layers.keys())) ? theirs.stack.slice(0, -1) : theirs.stack
-  const missing = turns.filter(t => !have.has(t))
+  const headTree = theirs.stack[theirs.stack.length - 1]
+  const exempt = isOwnHead(storePath, theirs.head, headTree, new Set(snap.layers.keys())) ? headTree : null
+  // Every tree the remote's ref reaches — turns, parts, branches — but its root (the lower as
+  // the pusher read it: the same files, another machine's inode numbers and owners).
+  theirs = { ...theirs, root: ours.root }
+  const missing = [...refTrees(theirs)].filter(t => t !== exempt && !have.has(t))
   if (missing.length === 0) return
-  throw new CpfsError('REMOTE_AHEAD', `${bucket.where(refName(remote.as))} has ${missing.length} turn${missing.length === 1 ? '' : 's'} this workspace does not (pushed from ${theirs.host} at ${new Date(theirs.pushedAt).toISOString()})`, `run cpfs pull ${remote.name} first (their turns become a branch you can merge), then push again; or push --force to replace them`)
+  throw new CpfsError('REMOTE_AHEAD', `${bucket.where(refName(remote.as))} has ${missing.length} turn${missing.length === 1 ? '' : 's'} or branch layer${missing.length === 1 ? '' : 's'} this workspace does not (pushed from ${theirs.host} at ${new Date(theirs.pushedAt).toISOString()})`, `run cpfs pull ${remote.name} first (their turns become a branch you can merge), then push again; or push --force to replace them`)
+}
+
+/**
+ * Right before the swap: a gc that ran during this push may have marked an object the new ref
+ * reaches that this push did not send and the remote's ref did not reach. It would be deleted
+ * one grace period later with the ref pointing at it: refused instead (the next push sends it
+ * again, since it skips marked objects).
+ */
+async function refuseIfMarked (bucket: Bucket, ref: RemoteRef, current: RemoteRef | null, packer: Packer, sent: Array<{ hex: string }>, remote: Remote): Promise<void> {
+  const marked = markedObjects(await readMarks(bucket))
+  if (marked.size === 0) return
+  const mine = new Set([...packer.written.map(p => packName(p.name)), ...sent.map(t => treeName(t.hex))])
+  const before = new Set(current === null ? [] : [...current.packs.map(packName), ...current.indexes.map(indexName), ...[...refTrees(current)].map(treeName)])
+  const reaches = [...ref.packs.map(packName), ...ref.indexes.map(indexName), ...[...refTrees(ref)].map(treeName)]
+  const robbed = reaches.filter(k => marked.has(k) && !mine.has(k) && !before.has(k))
+  if (robbed.length === 0) return
+  throw new CpfsError('REMOTE_RACE', `a cpfs remote gc marked ${robbed.length} object${robbed.length === 1 ? '' : 's'} this push builds on while it ran (${robbed[0]})`, `run cpfs push ${remote.name} again: it sends them anew`)
 }
 
 /** The packs that hold these chunks (each must be in the index by now). */
