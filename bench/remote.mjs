@@ -2,11 +2,13 @@
 // What history beyond one machine costs (issue 24), against a real S3 server (Ceph's radosgw,
 // started here by scripts/s3-server.sh, on 127.0.0.1): the first push of a --files source tree
 // (PUTs, bytes sent against the tree's raw bytes, seconds, peak RSS), a push of a 100-file
-// turn, a clone (GETs, seconds, verified byte-exact), and a second workspace of the same tree
-// with 1% of its files edited (bytes sent against the tree). Beside them, what one object per
+// turn, a clone (GETs, seconds, verified byte-exact) and a --full one, and a second workspace
+// of the same tree with 1% of its files edited (bytes sent against the tree). Beside them, what one object per
 // file would cost (the PUTs a file-by-file sync makes). The tree is real source text: files of
 // this repo's node_modules (their first 8 KiB), each made unique by a first line naming its
-// copy, so nothing is deduplicated that a real tree would not repeat. Run as root with /dev/fuse.
+// copy, so nothing is deduplicated that a real tree would not repeat. Last, a history far larger
+// than its head: a lazy clone against a --full one, and a rewind to its first turn.
+// Run as root with /dev/fuse.
 //   node bench/remote.mjs [--files 100000] [--json]
 import { spawnSync } from 'node:child_process'
 import * as fs from 'node:fs'
@@ -58,6 +60,39 @@ function makeTree (dir) {
   return raw
 }
 
+/** Bytes in a directory tree (du -sb). */
+function du (dir) {
+  return fs.existsSync(dir) ? Number(sh(`du -sb ${dir}`).split('\t')[0]) : 0
+}
+
+/**
+ * A history much larger than its head: TURNS turns that each rewrite a 16 MiB file of random
+ * bytes (an artifact a CI agent rebuilds). A lazy clone against a --full one, then a rewind
+ * to turn 1 in the lazy clone (its data fetched on demand, checked byte-exact).
+ */
+function lazyHistory () {
+  const TURNS = 10
+  const h = join(base, 'h')
+  fs.mkdirSync(h)
+  sh('head -c 16777216 /dev/urandom > artifact && echo 0 > n', h)
+  sh(`node ${CLI} mount ${h}`)
+  for (let i = 1; i <= TURNS; i++) sh(`head -c 16777216 /dev/urandom > artifact && echo ${i} > n && node ${CLI} turn ${h} -m "build ${i}" >/dev/null`, h)
+  sh(`node ${CLI} unmount ${h} && node ${CLI} remote add origin s3://bench/fleet --as h --dir ${h}`)
+  const pushed = timed(['push', h])
+  const lazy = timed(['clone', 's3://bench/fleet/h', join(base, 'hl')])
+  const full = timed(['clone', 's3://bench/fleet/h', join(base, 'hf'), '--full'])
+  const cache = join(base, 'home', fs.readdirSync(join(base, 'home')).find(n => n.startsWith('hl-')), 'store', 'remote-cache', 'chunks')
+  const rewind = timed(['rewind', '1', join(base, 'hl')])
+  sh(`node ${CLI} rewind 1 ${h} >/dev/null && diff -r ${h} ${join(base, 'hl')}`)
+  return {
+    turns: TURNS,
+    historyBytes: pushed.out.bytes,
+    lazyClone: { seconds: lazy.s, rssBytes: lazy.rss, gets: lazy.out.requests.get, bytes: lazy.out.bytes, remoteChunks: lazy.out.remoteChunks },
+    fullClone: { seconds: full.s, rssBytes: full.rss, gets: full.out.requests.get, bytes: full.out.bytes },
+    rewindToFirst: { seconds: rewind.s, rssBytes: rewind.rss, fetchedBytes: du(cache), byteExact: true }
+  }
+}
+
 const results = { files: FILES, machine: { cpus: cpus().length, load: loadavg().map(x => x.toFixed(1)).join(' '), kernel: release() } }
 sh(`node -e "const {S3Client,CreateBucketCommand}=require('${ROOT}/node_modules/@aws-sdk/client-s3');new S3Client({endpoint:process.env.AWS_ENDPOINT_URL,forcePathStyle:true,region:'us-east-1'}).send(new CreateBucketCommand({Bucket:'bench'})).catch(e=>{console.error(e);process.exit(1)})"`)
 try {
@@ -78,14 +113,17 @@ try {
   results.clone = { seconds: clone.s, rssBytes: clone.rss, gets: clone.out.requests.get, verified: clone.out.summary.verified }
   sh(`diff -r ${a} ${c}`)
   results.clone.byteExact = true
+  const cf = timed(['clone', 's3://bench/fleet/a', join(base, 'cf'), '--full'])
+  results.fullClone = { seconds: cf.s, rssBytes: cf.rss, gets: cf.out.requests.get }
   const b = join(base, 'b')
   sh(`cp -a ${a} ${b} && find ${b} -name '*.js' | awk 'NR % 100 == 0' | xargs sed -i '1s/$/ edited in b/'`)
   sh(`node ${CLI} mount ${b} && node ${CLI} unmount ${b} && node ${CLI} remote add origin s3://bench/fleet --as b --dir ${b}`)
   const second = timed(['push', b])
   results.secondWorkspace = { seconds: second.s, puts: second.out.requests.put, sentBytes: second.out.storedBytes, ofTree: second.out.storedBytes / raw, rawSentOfTree: second.out.bytes / raw }
+  results.lazy = lazyHistory()
 } finally {
   spawnSync('bash', [join(ROOT, 'scripts', 's3-server.sh'), 'stop', s3dir])
-  spawnSync('bash', ['-c', `for d in ${base}/a; do node ${CLI} unmount $d >/dev/null 2>&1; done; rm -rf ${base}`], { env })
+  spawnSync('bash', ['-c', `for d in ${base}/a ${base}/h; do node ${CLI} unmount $d >/dev/null 2>&1; done; rm -rf ${base}`], { env })
 }
 if (JSON_OUT) console.log(JSON.stringify(results, null, 2))
 else {
@@ -96,5 +134,11 @@ else {
   console.log(`first push:        ${r.firstPush.seconds.toFixed(1)} s, ${r.firstPush.puts} PUTs (one object per file: ${r.firstPush.naivePuts}), ${mb(r.firstPush.sentBytes)} sent = ${(r.firstPush.ofRaw * 100).toFixed(1)}% of raw, peak RSS ${mb(r.firstPush.rssBytes)}`)
   console.log(`100-file turn:     ${r.turnPush.seconds.toFixed(1)} s, ${r.turnPush.puts} PUTs, ${mb(r.turnPush.sentBytes)} sent`)
   console.log(`clone:             ${r.clone.seconds.toFixed(1)} s, ${r.clone.gets} GETs, ${r.clone.verified} paths verified, byte-exact (diff -r), peak RSS ${mb(r.clone.rssBytes)}`)
+  console.log(`clone --full:      ${r.fullClone.seconds.toFixed(1)} s, ${r.fullClone.gets} GETs, peak RSS ${mb(r.fullClone.rssBytes)}`)
   console.log(`second workspace:  ${r.secondWorkspace.seconds.toFixed(1)} s, ${r.secondWorkspace.puts} PUTs, ${mb(r.secondWorkspace.sentBytes)} sent = ${(r.secondWorkspace.ofTree * 100).toFixed(2)}% of the tree`)
+  const l = r.lazy
+  console.log(`history of ${l.turns} turns, ${mb(l.historyBytes)} (a 16 MiB artifact rebuilt each turn):`)
+  console.log(`  lazy clone:      ${l.lazyClone.seconds.toFixed(1)} s, ${l.lazyClone.gets} GETs, ${mb(l.lazyClone.bytes)} fetched, ${l.lazyClone.remoteChunks} chunks left on the remote, peak RSS ${mb(l.lazyClone.rssBytes)}`)
+  console.log(`  full clone:      ${l.fullClone.seconds.toFixed(1)} s, ${l.fullClone.gets} GETs, ${mb(l.fullClone.bytes)} fetched, peak RSS ${mb(l.fullClone.rssBytes)}`)
+  console.log(`  rewind to 1:     ${l.rewindToFirst.seconds.toFixed(1)} s in the lazy clone, ${mb(l.rewindToFirst.fetchedBytes)} fetched on demand, byte-exact (diff -r), peak RSS ${mb(l.rewindToFirst.rssBytes)}`)
 }

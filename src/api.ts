@@ -27,6 +27,8 @@ import { holdersOf, type Holder } from './holders.js'
 import { NO_FAULTS, type Faults } from './plans/faults.js'
 import { branchRef, resolveRef, type TurnRef } from './session/tree.js'
 import { sharedTurns, type LeftBy } from './store/branches.js'
+// A lazy clone's older chunks are fetched when read (remote/lazy.ts registers the reader).
+import './remote/lazy.js'
 
 export interface Target {
   /** The workspace directory (default: the current directory). */

@@ -12,6 +12,7 @@ import type { PruneResult } from './session/prune.js'
 import { retain, retentionSettings, type RetentionSettings } from './session/retention.js'
 import { Store } from './store/store.js'
 import { cpfsHome, dirBytes, isMounted, locate } from './store/locate.js'
+import './remote/lazy.js'
 
 export interface StoreInfo {
   workspace: string

@@ -21,11 +21,12 @@ export function registerRemoteTools (server: McpServer, target: Target): void {
 
   server.registerTool('pull', {
     title: 'Pull turns from a remote',
-    description: `Bring the turns the remote has and this workspace lacks (pushed by another machine) into the history, every object checked first. They arrive as a branch; when this workspace has nothing of its own past the remote's turns, the head moves onto it (fastForward, moved). Otherwise nothing in the workspace changes: merge the branch. Answers {branch, layers, chunks, bytes, fastForward, moved}. ${BOUND}`,
+    description: `Bring the turns the remote has and this workspace lacks (pushed by another machine) into the history, every object checked first. They arrive as a branch; when this workspace has nothing of its own past the remote's turns, the head moves onto it (fastForward, moved). Otherwise nothing in the workspace changes: merge the branch. With full, a lazy clone also fetches the older turns' data it left on the remote. Answers {branch, layers, chunks, bytes, fastForward, moved, filled}. ${BOUND}`,
     inputSchema: args('pull', {
       remote: z.string().optional().describe('the remote\'s name (default: the only one)'),
+      full: z.boolean().optional().describe('in a lazy clone, also fetch every older turn\'s data left on the remote, so the history no longer needs it'),
       max_chars: maxChars
     }),
     annotations: { title: 'Pull turns from a remote', readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: true }
-  }, async (a) => answer(a.max_chars ?? MAX_CHARS, async () => await (await remoteLib()).pull(a.remote, target)))
+  }, async (a) => answer(a.max_chars ?? MAX_CHARS, async () => await (await remoteLib()).pull(a.remote, { ...target, full: a.full })))
 }

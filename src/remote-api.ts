@@ -6,7 +6,7 @@ import { redo, viaDaemonOr, where, type RewindResult, type Target } from './api.
 import { addRemote, getRemote, listRemotes, removeRemote, locationOf, type Remote } from './remote/config.js'
 import { pushHistory, type PushResult } from './remote/push.js'
 import { pullHistory, type PullResult } from './remote/pull.js'
-import { cloneWorkspace, type CloneResult } from './remote/clone.js'
+import { cloneWorkspace, type CloneOptions, type CloneResult } from './remote/clone.js'
 import { listWorkspaces, type RemoteWorkspace } from './remote/list.js'
 import { remoteGc as gcRemote, type GcResult } from './remote/gc.js'
 import { awsEnvironment, parseS3Url } from './remote/s3.js'
@@ -14,7 +14,7 @@ import { awsEnvironment, parseS3Url } from './remote/s3.js'
 export type { Remote } from './remote/config.js'
 export type { PushResult } from './remote/push.js'
 export type { PullResult } from './remote/pull.js'
-export type { CloneResult } from './remote/clone.js'
+export type { CloneOptions, CloneResult } from './remote/clone.js'
 export type { RemoteWorkspace } from './remote/list.js'
 export type { GcResult } from './remote/gc.js'
 
@@ -44,19 +44,21 @@ export async function push (name?: string, opts: Target & { force?: boolean } = 
  * Bring the remote's turns into this workspace's history (remote/pull.ts): what is new there
  * arrives as a branch; when this workspace has nothing of its own past the remote's turns, the
  * head moves onto it (`redo`: mounted, in one step; not mounted, a verified plan). Otherwise
- * the branch waits for `merge`.
+ * the branch waits for `merge`. `full`: a lazy clone's older turns' data is fetched too, so
+ * the history no longer needs the remote (remote/fill.ts).
  */
-export async function pull (name?: string, opts: Target & { force?: boolean } = {}): Promise<PullResult & { moved: RewindResult | null }> {
+export async function pull (name?: string, opts: Target & { force?: boolean, full?: boolean } = {}): Promise<PullResult & { moved: RewindResult | null }> {
   const loc = where(opts)
   const remote = getRemote(loc.store, name)
   const env = awsEnvironment()
-  const r = await viaDaemonOr(loc, 'pull', { remote, env }, async (s) => await pullHistory(s, remote))
+  const full = Boolean(opts.full)
+  const r = await viaDaemonOr(loc, 'pull', { remote, env, full }, async (s) => await pullHistory(s, remote, { full }))
   const moved = r.fastForward && r.branch !== null ? await redo({ ...opts, branch: r.branch }) : null
   return { ...r, moved }
 }
 
 /** A new workspace at `dir` with the history at s3://BUCKET/PREFIX/WORKSPACE, its head view written and verified. */
-export async function clone (url: string, dir: string, opts: { endpoint?: string } = {}): Promise<CloneResult> {
+export async function clone (url: string, dir: string, opts: CloneOptions = {}): Promise<CloneResult> {
   return await cloneWorkspace(url, dir, opts)
 }
 

@@ -28,6 +28,7 @@ import { realEntry } from './real/read.js'
 import { join as joinPath, parentOf } from './paths/paths.js'
 import { encode, encodeEntry } from './store/codec.js'
 import { entryKey, turnKey, type BatchOp } from './store/keys.js'
+import './remote/lazy.js'
 
 /** What the outer cpfs records at the start (start.json in the state dir). */
 interface SandboxStart {

@@ -302,14 +302,29 @@ if (fuseAvailable(t) && s3Available(t)) {
       bad[bad.length - 10] ^= 0xff
       await client.send(new PutObjectCommand({ Bucket: bucket, Key: packs[0], Body: bad }))
       const dest = join(w.home, '..', 'bad')
-      const r = w.cpfs('clone', `s3://${bucket}/d/ws`, dest)
+      // --full reads whole packs: damage anywhere in one (here a record header) is found.
+      const r = w.cpfs('clone', `s3://${bucket}/d/ws`, dest, '--full')
       t.equal(r.code, 1)
       t.match(r.stderr, /^cpfs: pack [0-9a-f]{64} on the remote is damaged: .*\(nothing was changed here/m)
       t.notOk(fs.existsSync(dest), 'no clone is left behind')
+      // A lazy clone reads only the chunks it needs, each checked against its hash: damage in
+      // one of them (the middle of the pack is the random blob's data) stops it the same way.
+      const bad2 = Buffer.from(original)
+      bad2[Math.floor(bad2.length / 2)] ^= 0xff
+      await client.send(new PutObjectCommand({ Bucket: bucket, Key: packs[0], Body: bad2 }))
+      const lazy = w.cpfs('clone', `s3://${bucket}/d/ws`, dest)
+      t.equal(lazy.code, 1)
+      t.match(lazy.stderr, /^cpfs: pack [0-9a-f]{64} on the remote is damaged: chunk [0-9a-f]{64} does not (match its SHA-256|decompress) \(nothing was changed here/m)
+      t.notOk(fs.existsSync(dest), 'no lazy clone is left behind')
       await client.send(new DeleteObjectCommand({ Bucket: bucket, Key: packs[0] }))
-      const m = w.cpfs('clone', `s3://${bucket}/d/ws`, dest)
+      const m = w.cpfs('clone', `s3://${bucket}/d/ws`, dest, '--full')
       t.equal(m.code, 1)
       t.match(m.stderr, /^cpfs: pack [0-9a-f]{64} is missing from s3:\/\//m)
+      t.notOk(fs.existsSync(dest))
+      // Lazy, the chunks' places come from the packs the remote lists: the missing ones have none.
+      const ml = w.cpfs('clone', `s3://${bucket}/d/ws`, dest)
+      t.equal(ml.code, 1)
+      t.match(ml.stderr, /^cpfs: \d+ chunks? of this history (is|are) in no pack the remote holds \([0-9a-f]{64}…\) \(nothing was changed here/m)
       t.notOk(fs.existsSync(dest))
       await client.send(new PutObjectCommand({ Bucket: bucket, Key: packs[0], Body: original }))
       w.ok('clone', `s3://${bucket}/d/ws`, dest)
@@ -397,6 +412,103 @@ if (fuseAvailable(t) && s3Available(t)) {
       const r = other.cpfs('push', other.ws)
       t.equal(r.code, 1)
       t.match(r.stderr, /^cpfs: s3:\/\/.*\/workspaces\/ws\/ref holds another workspace's history .*--as NAME\)$/m)
+    })
+
+    t.test('a lazy clone fetches the head view, and an older turn when something reads it', async t => {
+      const bucket = await s3.bucket()
+      const w = workspace(t, 'head -c 2000000 /dev/urandom > big && echo a > a && mkdir d && echo kept > d/k', { env })
+      // at[i]: the workspace at the start of turn i + 1 (at[3]: the head).
+      const at = [manifest(w.ws)]
+      w.ok('mount', w.ws)
+      for (const n of [1, 2, 3]) {
+        w.run(`head -c 2000000 /dev/urandom > big && echo ${n} > a`)
+        w.ok('turn', w.ws, '-m', `turn ${n}`)
+        at.push(manifest(w.ws))
+      }
+      w.ok('unmount', w.ws)
+      w.ok('remote', 'add', 'origin', `s3://${bucket}/lazy`, '--dir', w.ws)
+      w.ok('push', w.ws)
+
+      const dest = join(w.home, '..', 'lazy')
+      const r = JSON.parse(w.ok('clone', `s3://${bucket}/lazy/ws`, dest, '--json'))
+      t.same(manifest(dest), at[3], 'the head view is written and verified')
+      t.ok(r.bytes >= 2000000 && r.bytes < 2 * 2000000, `only the head view's data was fetched (${r.bytes} bytes of about 8 MB of history)`)
+      t.ok(r.remoteChunks >= 3 * 30, `the older versions of big stay on the remote (${r.remoteChunks} chunks)`)
+      t.match(w.ok('fsck', dest), /is clean/, 'a store with chunks on its remote checks clean')
+
+      // The remote down: reading an older turn fails in one line and changes nothing.
+      await s3.killGateway()
+      const down = w.cpfs('rewind', '2', dest)
+      await s3.startGateway()
+      t.equal(down.code, 1)
+      t.match(down.stderr, /^cpfs: cannot read s3:\/\/.*\/packs\/[0-9a-f]{64}\.pack: .*\(check that http:\/\/127\.0\.0\.1:\d+ is up and reachable, then run the command again\)\n$/)
+      t.same(manifest(dest), at[3], 'nothing moved')
+      t.equal(JSON.parse(w.ok('status', dest, '--json')).head, 4)
+
+      // Up again: offline and in a mount, every turn is the source's, fetched as it is read.
+      w.ok('rewind', '2', dest)
+      t.same(manifest(dest), at[1], 'rewound offline to turn 2: its data fetched on demand')
+      // The fetched chunks are kept in the store's cache: emptied, the mount must fetch again.
+      const store = fs.readdirSync(w.home).filter(n => n.startsWith('lazy-')).map(n => join(w.home, n, 'store'))
+      t.equal(store.length, 1)
+      const cache = join(store[0], 'remote-cache', 'chunks')
+      t.ok(fs.readdirSync(cache).length > 0, 'the offline rewind kept what it fetched')
+      fs.rmSync(cache, { recursive: true })
+      w.ok('mount', dest)
+      w.ok('rewind', '1', dest)
+      t.same(manifest(dest), at[0], 'rewound in a mount to turn 1: read through the mount, fetched by its daemon')
+      t.ok(fs.readdirSync(cache).length > 0, 'the daemon fetched them')
+      w.ok('unmount', dest)
+      // What was fetched once is kept: the remote is not needed for it again.
+      await s3.killGateway()
+      w.ok('redo', dest)
+      t.same(manifest(dest), at[1], 'redone with the remote down')
+      await s3.startGateway()
+      t.match(w.ok('fsck', dest), /is clean/)
+
+      // pull --full, mounted: the rest is fetched into the store; the remote is not needed again.
+      w.ok('mount', dest)
+      const filled = JSON.parse(w.ok('pull', dest, '--full', '--json'))
+      t.ok(filled.filled.chunks > 0, `pull --full fetched what was left (${filled.filled.chunks} chunks)`)
+      w.ok('unmount', dest)
+      fs.rmSync(cache, { recursive: true, force: true })
+      await s3.killGateway()
+      w.ok('rewind', '1', dest)
+      t.same(manifest(dest), at[0], 'rewound to turn 1 with the remote down and no cache')
+      w.ok('redo', dest)
+      t.same(manifest(dest), at[1], 'redone to turn 2')
+      w.ok('redo', dest)
+      t.same(manifest(dest), at[3], 'and to the head')
+      await s3.startGateway()
+      t.equal(JSON.parse(w.ok('pull', dest, '--full', '--json')).filled.chunks, 0, 'nothing is left to fetch')
+      t.match(w.ok('fsck', dest), /is clean/)
+
+      // --full: every turn's data now; the clone never needs the remote again.
+      const full = join(w.home, '..', 'full')
+      const f = JSON.parse(w.ok('clone', `s3://${bucket}/lazy/ws`, full, '--full', '--json'))
+      t.equal(f.remoteChunks, 0)
+      t.ok(f.bytes >= 4 * 2000000, 'every version of big was fetched')
+      await s3.killGateway()
+      w.ok('rewind', '1', full)
+      t.same(manifest(full), at[0], 'a full clone rewinds with the remote down')
+      await s3.startGateway()
+
+      // The remote loses its packs after a lazy clone (a workspace deleted there, then gc):
+      // reading what they held fails in one line and changes nothing.
+      const late = join(w.home, '..', 'late')
+      w.ok('clone', `s3://${bucket}/lazy/ws`, late)
+      const client = s3.client()
+      const packs = await keys(s3, bucket, 'lazy/packs/')
+      const saved = await Promise.all(packs.map(async Key => Buffer.from(await (await client.send(new GetObjectCommand({ Bucket: bucket, Key }))).Body!.transformToByteArray())))
+      for (const Key of packs) await client.send(new DeleteObjectCommand({ Bucket: bucket, Key }))
+      const gone = w.cpfs('rewind', '1', late)
+      t.equal(gone.code, 1)
+      t.match(gone.stderr, /^cpfs: pack [0-9a-f]{64} is missing from s3:\/\/.* \(nothing was changed here; push again from a machine that has this history\)\n$/)
+      t.same(manifest(late), at[3], 'nothing moved')
+      for (const [i, Key] of packs.entries()) await client.send(new PutObjectCommand({ Bucket: bucket, Key, Body: saved[i] }))
+      client.destroy()
+      w.ok('rewind', '1', late)
+      t.same(manifest(late), at[0], 'with the packs back, it reads')
     })
 
     t.test('the server down, or killed mid-push: the ref still names a complete history', async t => {

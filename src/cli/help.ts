@@ -161,7 +161,7 @@ pushed), the push is refused; --force replaces them.
   --json      what was sent: turns, branches, trees, chunks, bytes, storedBytes, requests
 
 Example:  cpfs push origin`,
-  pull: `Usage: cpfs pull [NAME] [DIR] [--force] [--json]
+  pull: `Usage: cpfs pull [NAME] [DIR] [--full] [--force] [--json]
 
 Bring the turns remote NAME has and this workspace lacks (pushed by another machine, a clone
 of this history) into the history, mounted or not. Every object is checked against its name
@@ -169,16 +169,24 @@ first. What is new arrives as a branch; when this workspace has nothing of its o
 remote's turns (its head turn is empty), the head moves onto it, as cpfs redo bN does (not
 mounted: through a verified plan; --force as for rewind). Otherwise nothing moves: cpfs merge
 bN brings their work into the head, then cpfs push sends both.
-  --json      branch, layers, chunks, bytes, fastForward, moved
+  --full      in a lazy clone, also fetch the older turns' data it left on the remote (where
+              it was cloned from): the history no longer needs the remote
+  --json      branch, layers, chunks, bytes, fastForward, moved, filled
 
 Example:  cpfs pull origin && cpfs log --all`,
-  clone: `Usage: cpfs clone s3://BUCKET/PREFIX/WORKSPACE DIR [--endpoint URL] [--json]
+  clone: `Usage: cpfs clone s3://BUCKET/PREFIX/WORKSPACE DIR [--full] [--endpoint URL] [--json]
 
 Make DIR (new, or empty) a workspace with the history pushed as WORKSPACE: every turn and
 branch, the same turn numbers, the head view written into DIR. Every object is checked
 against its name and every file verified byte for byte before the history is usable; a
 damaged or missing object stops the clone and leaves nothing behind. The remote is added to
 the clone as origin.
+The clone is lazy: it fetches the data of the head view, and an older turn's data when
+something reads it (a rewind, a diff, a file read in a mount), checked against its hash and
+kept in the store. Until then the clone needs the remote to reach that history.
+  --full      fetch every turn's data now (a clone that never needs the remote again; later,
+              cpfs pull --full does the same)
+  --json      turns, branches, chunks, bytes, remoteChunks (left on the remote), requests
 
 Example:  cpfs clone s3://team-agents/histories/ci-4711 ./ci-4711 && cpfs log ./ci-4711`,
   fork: `Usage: cpfs fork TURN DEST [DIR] [--json]

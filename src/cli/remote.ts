@@ -103,25 +103,27 @@ export const remoteCommands: Record<string, Command> = {
     }
   },
   pull: {
-    options: { ...dirStore, force: { type: 'boolean' }, ...json },
+    options: { ...dirStore, force: { type: 'boolean' }, full: { type: 'boolean' }, ...json },
     args: ['NAME?', 'DIR?'],
     run: async (pos, f) => {
       const [name, dir] = pos.DIR === undefined && pos.NAME !== undefined && isPath(pos.NAME) ? [undefined, pos.NAME] : [pos.NAME, pos.DIR]
-      const r = await showingProgress(Boolean(f.json), async () => (await remoteLib()).pull(name, { dir: workspaceOf(dir), store: f.store as string | undefined, force: Boolean(f.force) }))
+      const r = await showingProgress(Boolean(f.json), async () => (await remoteLib()).pull(name, { dir: workspaceOf(dir), store: f.store as string | undefined, force: Boolean(f.force), full: Boolean(f.full) }))
+      const filled = r.filled.chunks > 0 ? `\nfetched the ${r.filled.chunks} chunk${r.filled.chunks === 1 ? '' : 's'} of older turns this lazy clone had left on the remote (${bytes(r.filled.bytes)}): its history no longer needs the remote` : ''
       if (f.json) out(JSON.stringify(r))
-      else if (r.branch === null) out(`up to date with ${r.url}`)
-      else if (r.moved !== null) out(`pulled ${r.layers} turn${r.layers === 1 ? '' : 's'} from ${r.url} (${bytes(r.bytes)} fetched); head is turn ${r.moved.head}`)
-      else out(`pulled ${r.layers} layer${r.layers === 1 ? '' : 's'} from ${r.url} (${bytes(r.bytes)} fetched) as branch ${r.branch}: this workspace has turns of its own, so nothing moved; cpfs merge ${r.branch} brings their work in, cpfs log --all shows it`)
+      else if (r.branch === null) out(`up to date with ${r.url}${filled}`)
+      else if (r.moved !== null) out(`pulled ${r.layers} turn${r.layers === 1 ? '' : 's'} from ${r.url} (${bytes(r.bytes)} fetched); head is turn ${r.moved.head}${filled}`)
+      else out(`pulled ${r.layers} layer${r.layers === 1 ? '' : 's'} from ${r.url} (${bytes(r.bytes)} fetched) as branch ${r.branch}: this workspace has turns of its own, so nothing moved; cpfs merge ${r.branch} brings their work in, cpfs log --all shows it${filled}`)
       return 0
     }
   },
   clone: {
-    options: { endpoint: { type: 'string' }, ...json },
+    options: { endpoint: { type: 'string' }, full: { type: 'boolean' }, ...json },
     args: ['URL', 'DIR'],
     run: async (pos, f) => {
-      const r = await showingProgress(Boolean(f.json), async () => (await remoteLib()).clone(pos.URL!, pos.DIR!, { endpoint: f.endpoint as string | undefined }))
+      const r = await showingProgress(Boolean(f.json), async () => (await remoteLib()).clone(pos.URL!, pos.DIR!, { endpoint: f.endpoint as string | undefined, full: Boolean(f.full) }))
+      const lazy = r.remoteChunks > 0 ? `; ${r.remoteChunks} chunk${r.remoteChunks === 1 ? '' : 's'} of older turns left on the remote, fetched when read` : ''
       if (f.json) out(JSON.stringify(r))
-      else out(`cloned ${r.url} into ${r.dir}: ${r.turns} turn${r.turns === 1 ? '' : 's'}, ${r.branches} branch${r.branches === 1 ? '' : 'es'}, ${bytes(r.bytes)} fetched; ${r.summary.verified} paths verified; remote origin added`)
+      else out(`cloned ${r.url} into ${r.dir}: ${r.turns} turn${r.turns === 1 ? '' : 's'}, ${r.branches} branch${r.branches === 1 ? '' : 'es'}, ${bytes(r.bytes)} fetched; ${r.summary.verified} paths verified; remote origin added${lazy}`)
       return 0
     }
   }

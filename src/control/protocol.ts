@@ -112,7 +112,7 @@ export interface Commands {
   /** Send the history to a remote; `env`: the caller's AWS variables (remote/s3.ts). */
   push: { args: { remote: Remote, force: boolean, env: Record<string, string> }, result: PushResult }
   /** The remote's new turns into the store, as branches (remote/pull.ts). */
-  pull: { args: { remote: Remote, env: Record<string, string> }, result: PullResult }
+  pull: { args: { remote: Remote, env: Record<string, string>, full?: boolean }, result: PullResult }
   restore: { args: { turn: string, paths: string[] }, result: { turn: number, paths: string[] } }
   diff: { args: { spec?: string, patches?: boolean, paths?: string[] }, result: DiffResult }
   /** Every turn that changed `path` (a workspace path, '/a/b'), and who changed it. */

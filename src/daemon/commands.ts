@@ -74,7 +74,7 @@ export function daemonHandlers (d: DaemonParts): Handlers {
     },
     // Loaded when a push comes: the S3 client is not what a mount should start with.
     push: async (a) => await (await import('../remote/push.js')).pushHistory(session, a.remote, { force: a.force, env: a.env }),
-    pull: async (a) => await (await import('../remote/pull.js')).pullHistory(session, a.remote, { env: a.env }),
+    pull: async (a) => await (await import('../remote/pull.js')).pullHistory(session, a.remote, { env: a.env, full: a.full }),
     restore: async (a) => await views.around(async () => await session.restore(String(a.turn), a.paths)),
     diff: async (a) => await diffTurns(session, a?.spec, { patches: Boolean(a?.patches), paths: a?.paths }),
     blame: async (a) => await blamePath(session, String(a.path)),

@@ -28,6 +28,8 @@ import { Session } from '../session/session.js'
 import { isMounted, type Location } from '../store/locate.js'
 import { mountSource } from '../workspaces.js'
 import { ViewMounts } from './view-mounts.js'
+// A lazy clone's older chunks are fetched when read, in a mount too (remote/lazy.ts).
+import '../remote/lazy.js'
 
 export interface DaemonOptions {
   loc: Location

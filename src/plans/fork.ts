@@ -27,19 +27,19 @@ export interface ForkResult {
   summary: PlanSummary
 }
 
-export function checkDest (dest: string, workspace: string): void {
-  if (dest === workspace || dest.startsWith(workspace + '/') || workspace.startsWith(dest + '/')) {
-    throw new CpfsError('FORK_DEST', `${dest} overlaps the workspace ${workspace}`, 'fork into a directory outside the workspace')
+export function checkDest (dest: string, workspace: string | undefined, code: 'FORK_DEST' | 'CLONE_DEST' = 'FORK_DEST'): void {
+  if (workspace !== undefined && (dest === workspace || dest.startsWith(workspace + '/') || workspace.startsWith(dest + '/'))) {
+    throw new CpfsError(code, `${dest} overlaps the workspace ${workspace}`, 'fork into a directory outside the workspace')
   }
   let st: fs.Stats | undefined
   try {
     st = fs.statSync(dest)
   } catch {}
   if (st && (!st.isDirectory() || fs.readdirSync(dest).length > 0)) {
-    throw new CpfsError('FORK_DEST', `${dest} exists and is not an empty directory`, 'name a new directory, or an empty one')
+    throw new CpfsError(code, `${dest} exists and is not an empty directory`, 'name a new directory, or an empty one')
   }
   const parent = dirname(dest)
-  if (!fs.existsSync(parent)) throw new CpfsError('FORK_DEST', `${parent} does not exist`, 'create the parent directory first')
+  if (!fs.existsSync(parent)) throw new CpfsError(code, `${parent} does not exist`, 'create the parent directory first')
 }
 
 /** Write the view at the start of `turn` into the new directory `dest` (verified). */

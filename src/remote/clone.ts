@@ -12,26 +12,29 @@
 import * as fs from 'node:fs'
 import { basename, dirname, join, resolve } from 'node:path'
 import { CpfsError } from '../errors.js'
-import { writeViewInto } from '../plans/fork.js'
+import { checkDest, writeViewInto } from '../plans/fork.js'
 import { viewOf } from '../plans/views.js'
 import { Session } from '../session/session.js'
-import { ChunkStore } from '../store/chunks.js'
-import { decode, decodeEntry, encode } from '../store/codec.js'
-import { FIRST_INO, Store, type StoreMeta } from '../store/store.js'
-import { isInoKey, inoOfKey } from '../store/entries.js'
-import { META_KEY, baseKey, entryKey, processKey, turnKey, type BatchOp } from '../store/keys.js'
+import { ChunkStore, hexName } from '../store/chunks.js'
+import { decodeEntry, encode } from '../store/codec.js'
+import { Store, type StoreMeta } from '../store/store.js'
+import type { Entry } from '../store/entries.js'
+import { META_KEY, baseKey, processKey, remoteChunkKey, turnKey, type BatchOp } from '../store/keys.js'
 import { locateWorkspace, register, workspaceDir } from '../store/locate.js'
 import { join as joinPath } from '../paths/paths.js'
 import { phase } from '../progress.js'
 import type { PlanSummary } from '../plans/finish.js'
-import { addRemote, adoptHead, noteRoot, noteSyncedHead, setLineage } from './config.js'
-import { fetchPack, fetchTrees } from './fetch.js'
+import { addRemote, adoptHead, cacheDir, noteRoot, noteSyncedHead, setLazySource, setLineage } from './config.js'
+import { fetchChunks, fetchPack, fetchTrees } from './fetch.js'
+import { ChunkIndex, type ChunkPlace } from './chunk-index.js'
+import { importLayers, noteIno } from './layers.js'
+import type { View } from '../overlay/view.js'
+import { Bucket, endpointOf, parseS3Url } from './s3.js'
 import { fingerprint, saveCache } from './root.js'
 import { Lower } from '../real/lower.js'
-import { checkWorkspaceName, damaged, recordsHash, refTrees, type RemoteLayer, type RemoteRef, type RemoteRoot } from './objects.js'
-import { isSafePath } from '../paths/paths.js'
+import { checkTrees, checkWorkspaceName, recordsHash, refTrees, type RemoteLayer, type RemoteRef, type RemoteRoot } from './objects.js'
 import { readRef } from './refs.js'
-import { Bucket, parseS3Url } from './s3.js'
+import './lazy.js'
 
 export interface CloneResult {
   dir: string
@@ -42,6 +45,8 @@ export interface CloneResult {
   branches: number
   chunks: number
   bytes: number
+  /** Chunks of older turns left on the remote, fetched when read (0 with --full). */
+  remoteChunks: number
   summary: PlanSummary
   requests: { get: number, list: number }
 }
@@ -49,7 +54,13 @@ export interface CloneResult {
 /** Chunk bytes held before they are appended to the store's packs. */
 const SPILL_BYTES = 32 * 1024 * 1024
 
-export async function cloneWorkspace (url: string, destArg: string, opts: { endpoint?: string } = {}): Promise<CloneResult> {
+export interface CloneOptions {
+  endpoint?: string
+  /** Fetch every turn's data now; without it, only the head view's (the rest on demand, lazy.ts). */
+  full?: boolean
+}
+
+export async function cloneWorkspace (url: string, destArg: string, opts: CloneOptions = {}): Promise<CloneResult> {
   const { bucket: bucketName, prefix: full } = parseS3Url(url)
   const cut = full.lastIndexOf('/')
   const name = checkWorkspaceName(full.slice(cut + 1))
@@ -74,7 +85,8 @@ export async function cloneWorkspace (url: string, destArg: string, opts: { endp
     if (createdDir) fs.mkdirSync(dest)
     try {
       const remoteUrl = `s3://${bucketName}${prefix ? '/' + prefix : ''}`
-      const got = await makeStore(loc.store, realDest, bucket, ref, trees)
+      const got = await makeStore(loc.store, realDest, bucket, ref, trees, opts.full === true)
+      if (got.places !== undefined) setLazySource(loc.store, { url: remoteUrl, ...(endpointOf(opts.endpoint) !== undefined ? { endpoint: endpointOf(opts.endpoint) } : {}) })
       // What the clone continues (lineage, origin, the head it adopted) is written before the
       // head view is: killed after it, the clone is the remote's history, not another one.
       setLineage(loc.store, ref.lineage)
@@ -85,9 +97,9 @@ export async function cloneWorkspace (url: string, destArg: string, opts: { endp
       // The remote's head turn is this clone's head now: its pushes may replace it.
       adoptHead(loc.store, ref.head, got.head, headTree)
       register(loc)
-      const summary = await writeHead(loc.store, realDest, trees.get(ref.root) as RemoteRoot)
+      const head = await writeHead(loc.store, realDest, trees.get(ref.root) as RemoteRoot, bucket, got.places)
       const c = bucket.counts
-      return { dir: realDest, remote: 'origin', url: bucket.where(`workspaces/${name}`), turns: ref.stack.length, branches: ref.branches.length, chunks: got.chunks, bytes: got.bytes, summary, requests: { get: c.get, list: c.list } }
+      return { dir: realDest, remote: 'origin', url: bucket.where(`workspaces/${name}`), turns: ref.stack.length, branches: ref.branches.length, chunks: got.chunks + head.chunks, bytes: got.bytes + head.bytes, remoteChunks: head.remoteChunks, summary: head.summary, requests: { get: c.get, list: c.list } }
     } catch (err) {
       // Nothing of the clone is kept: its state directory and store are its own (checked
       // above), and DIR was empty or absent.
@@ -102,90 +114,26 @@ export async function cloneWorkspace (url: string, destArg: string, opts: { endp
   }
 }
 
+/** As a fork's destination (absent or empty, its parent there), and no earlier history at that path. */
 function checkCloneDest (dest: string): void {
-  let st: fs.Stats | undefined
-  try {
-    st = fs.statSync(dest)
-  } catch {}
-  if (st && (!st.isDirectory() || fs.readdirSync(dest).length > 0)) throw new CpfsError('CLONE_DEST', `${dest} exists and is not an empty directory`, 'name a new directory, or an empty one')
-  const parent = dirname(dest)
-  if (!fs.existsSync(parent)) throw new CpfsError('CLONE_DEST', `${parent} does not exist`, 'create the parent directory first')
-  const real = join(fs.realpathSync(parent), basename(dest))
+  checkDest(dest, undefined, 'CLONE_DEST')
+  const real = join(fs.realpathSync(dirname(dest)), basename(dest))
   if (fs.existsSync(join(workspaceDir(real), 'workspace.json'))) {
     throw new CpfsError('CLONE_DEST', `${dest} already has cpfs history from an earlier directory at that path`, `remove ${workspaceDir(real)} or clone elsewhere`)
   }
 }
 
 /**
- * What a remote says is checked before anything is written: every path in its trees stays
- * inside the workspace (no '..', empty or '.' component, NUL), and the ref's turns are layers.
+ * The new store: layers, base entries (the whole root tree), nothing applied yet, and the
+ * chunks — all of them (`full`), or only where the remote has each (R<hex>; the head view's
+ * are fetched by writeHead, the rest when read).
  */
-export function checkTrees (ref: RemoteRef, trees: Map<string, RemoteLayer | RemoteRoot>): void {
-  for (const [hex, t] of trees) {
-    const keys = t.kind === 'root' ? t.entries.map(([p]) => p) : t.kind === 'layer' ? t.records.map(([k]) => k) : null
-    if (keys === null) throw damaged(`tree ${hex}`, 'it is neither a layer nor a root tree')
-    const bad = keys.find(k => !isInoKey(k) && !isSafePath(k))
-    if (bad !== undefined) throw damaged(`tree ${hex}`, `it holds a path that would leave the workspace (${JSON.stringify(bad).slice(0, 80)})`)
-  }
-  const root = trees.get(ref.root)
-  if (root !== undefined && root.kind !== 'root') throw damaged(`the ref`, 'its root is not a root tree')
-  for (const h of [...ref.stack, ...Object.values(ref.parts).flat(), ...ref.branches.flatMap(b => b.stack)]) {
-    const t = trees.get(h)
-    if (t !== undefined && t.kind !== 'layer') throw damaged(`the ref`, `its turn ${h} is not a layer`)
-  }
-}
-
-/** The new store: chunks, layers, base entries (the whole root tree), nothing applied yet. */
-async function makeStore (storePath: string, workspace: string, bucket: Bucket, ref: RemoteRef, trees: Map<string, RemoteLayer | RemoteRoot>): Promise<{ chunks: number, bytes: number, head: number }> {
+async function makeStore (storePath: string, workspace: string, bucket: Bucket, ref: RemoteRef, trees: Map<string, RemoteLayer | RemoteRoot>, full: boolean): Promise<GotChunks & { head: number }> {
   if (fs.existsSync(join(storePath, 'db'))) throw new CpfsError('CLONE_DEST', `a store exists already at ${storePath}`, 'remove it, or clone elsewhere')
   const store = await Store.open(storePath, { workspace, create: true })
   try {
-    const ops: BatchOp[] = [{ type: 'del', key: turnKey(1) }]
-    // Which chunks the history needs (a pack may hold other workspaces' chunks too).
-    const need = new Set<string>()
-    let maxIno = FIRST_INO - 1
-    const noteEntry = (key: string, raw: Buffer): void => {
-      const e = decodeEntry(raw)
-      if (e.kind === 'f') for (const r of e.chunks.values()) if (r) need.add(r.toString('hex'))
-      if (e.kind !== 'w') maxIno = Math.max(maxIno, e.ino)
-      if (isInoKey(key)) maxIno = Math.max(maxIno, inoOfKey(key))
-    }
-    const root = trees.get(ref.root) as RemoteRoot
-    for (const [p, raw] of root.entries) {
-      noteEntry(p, raw)
-      ops.push({ type: 'put', key: baseKey(p), value: raw })
-    }
-    const idOf = new Map<string, number>()
-    for (const [hex, t] of trees) {
-      if (t.kind !== 'layer') continue
-      const id = store.meta.nextLayer++
-      idOf.set(hex, id)
-      ops.push({ type: 'put', key: turnKey(id), value: encode({ layer: id, ...decode<Record<string, unknown>>(t.turn) }) })
-      for (const [k, raw] of t.records) {
-        noteEntry(k, raw)
-        ops.push({ type: 'put', key: entryKey(id, k), value: raw })
-      }
-    }
-    for (const [id, raw] of ref.processes) ops.push({ type: 'put', key: processKey(id), value: raw })
-
-    const chunks = new ChunkStore(store, 0)
-    const hexes: string[] = []
-    let bytes = 0
-    const getting = phase('fetching data', 'packs', ref.packs.length)
-    for (const pack of ref.packs) {
-      await fetchPack(bucket, pack, hex => need.has(hex), (hash, data) => {
-        chunks.put(data)
-        bytes += data.length
-        need.delete(hash.toString('hex'))
-      })
-      if (chunks.pendingBytes() >= SPILL_BYTES) hexes.push(...chunks.drain(ops).hexes)
-      getting.item()
-    }
-    getting.end()
-    const lost = [...need]
-    if (lost.length > 0) throw new CpfsError('REMOTE_MISSING', `${lost.length} chunk${lost.length === 1 ? '' : 's'} of this history ${lost.length === 1 ? 'is' : 'are'} in no pack its ref names (${lost[0]}…)`, 'nothing was changed here; push again from a machine that has this history')
-    hexes.push(...chunks.drain(ops).hexes)
-
+    const { ops, need, idOf } = historyOps(store, ref, trees)
+    const got = full ? await fetchAll(store, bucket, ref, need, ops) : await placesOf(storePath, bucket, need)
     const ids = (names: string[]): number[] => names.map(h => idOf.get(h)!)
     const meta: StoreMeta = {
       ...store.meta,
@@ -193,29 +141,140 @@ async function makeStore (storePath: string, workspace: string, bucket: Bucket, 
       applied: [],
       parts: Object.fromEntries(Object.entries(ref.parts).map(([t, ps]) => [String(idOf.get(t)!), ids(ps)])),
       branches: ref.branches.map(b => ({ ...b, by: b.by as any, stack: ids(b.stack) })),
-      nextBranch: ref.branches.reduce((m, b) => Math.max(m, b.n + 1), 1),
-      nextIno: Math.max(FIRST_INO, maxIno + 1)
+      nextBranch: ref.branches.reduce((m, b) => Math.max(m, b.n + 1), 1)
     }
     if (Object.keys(meta.parts!).length === 0) delete meta.parts
     ops.push({ type: 'put', key: META_KEY, value: encode(meta) })
     await store.batch(ops, true)
-    chunks.landed(hexes)
-    return { chunks: hexes.length, bytes, head: meta.stack[meta.stack.length - 1] }
+    got.landed()
+    return { ...got, head: meta.stack[meta.stack.length - 1] }
   } finally {
     await store.close()
   }
+}
+
+/** The records of the pushed history (base entries, turns, layers, processes), and the chunks they name. */
+function historyOps (store: Store, ref: RemoteRef, trees: Map<string, RemoteLayer | RemoteRoot>): { ops: BatchOp[], need: Set<string>, idOf: Map<string, number> } {
+  const ops: BatchOp[] = [{ type: 'del', key: turnKey(1) }]
+  // Which chunks the history needs (a pack may hold other workspaces' chunks too).
+  const need = new Set<string>()
+  const noteChunks = (e: Entry): void => {
+    if (e.kind === 'f') for (const r of e.chunks.values()) if (r) need.add(r.toString('hex'))
+  }
+  const root = trees.get(ref.root) as RemoteRoot
+  for (const [p, raw] of root.entries) {
+    noteChunks(noteIno(store.meta, p, raw))
+    ops.push({ type: 'put', key: baseKey(p), value: raw })
+  }
+  const idOf = new Map<string, number>()
+  ops.push(...importLayers(store.meta, trees, idOf, noteChunks))
+  for (const [id, raw] of ref.processes) ops.push({ type: 'put', key: processKey(id), value: raw })
+  return { ops, need, idOf }
+}
+
+interface GotChunks {
+  chunks: number
+  bytes: number
+  /** Lazy: where the remote has each chunk the history names (none is in the store yet). */
+  places?: Map<string, ChunkPlace>
+  landed: () => void
+}
+
+/** --full: every chunk the history needs, from the packs its ref names (each checked on the way in). */
+async function fetchAll (store: Store, bucket: Bucket, ref: RemoteRef, need: Set<string>, ops: BatchOp[]): Promise<GotChunks> {
+  const chunks = new ChunkStore(store, 0)
+  const hexes: string[] = []
+  let bytes = 0
+  const getting = phase('fetching data', 'packs', ref.packs.length)
+  for (const pack of ref.packs) {
+    await fetchPack(bucket, pack, hex => need.has(hex), (hash, data) => {
+      chunks.put(data)
+      bytes += data.length
+      need.delete(hash.toString('hex'))
+    })
+    if (chunks.pendingBytes() >= SPILL_BYTES) hexes.push(...chunks.drain(ops).hexes)
+    getting.item()
+  }
+  getting.end()
+  const lost = [...need]
+  if (lost.length > 0) throw lostChunks(lost)
+  hexes.push(...chunks.drain(ops).hexes)
+  return { chunks: hexes.length, bytes, landed: () => chunks.landed(hexes) }
+}
+
+/**
+ * Lazy: where the remote has each chunk (its index objects). writeHead fetches the head view's
+ * and records the others' places (R<hex>); nothing reads a chunk before.
+ */
+async function placesOf (storePath: string, bucket: Bucket, need: Set<string>): Promise<GotChunks> {
+  const index = await ChunkIndex.load(bucket, cacheDir(storePath, bucket.loc))
+  const places = new Map<string, ChunkPlace>()
+  const lost: string[] = []
+  for (const hex of need) {
+    const p = index.place(hex)
+    if (p === undefined) lost.push(hex)
+    else places.set(hex, p)
+  }
+  if (lost.length > 0) throw lostChunks(lost)
+  return { chunks: 0, bytes: 0, places, landed: () => {} }
+}
+
+function lostChunks (lost: string[]): CpfsError {
+  return new CpfsError('REMOTE_MISSING', `${lost.length} chunk${lost.length === 1 ? '' : 's'} of this history ${lost.length === 1 ? 'is' : 'are'} in no pack the remote holds (${lost[0]}…)`, 'nothing was changed here; push again from a machine that has this history')
+}
+
+/**
+ * A lazy clone's head view, fetched into the store's packs before it is written into DIR: a
+ * ranged read per run of nearby chunks, each chunk checked against its hash. The root's files
+ * that the head still shows count too (they are DIR's files). Every other chunk's place is
+ * recorded (R<hex>), to be fetched when read.
+ */
+async function fetchHeadChunks (session: Session, target: View, root: RemoteRoot, bucket: Bucket, places: Map<string, ChunkPlace>): Promise<{ chunks: number, bytes: number, remoteChunks: number }> {
+  const want = new Map<string, ChunkPlace>()
+  const note = (e: Entry): void => {
+    if (e.kind !== 'f') return
+    for (const r of e.chunks.values()) {
+      const hex = r === null ? undefined : hexName(r)
+      const p = hex === undefined ? undefined : places.get(hex)
+      if (p !== undefined) want.set(hex!, p)
+    }
+  }
+  for (const e of target.entries.values()) note(e)
+  for (const [p, raw] of root.entries) if (target.resolve(p)?.kind === 'lower') note(decodeEntry(raw))
+  let ops: BatchOp[] = []
+  let bytes = 0
+  const land = async (): Promise<void> => {
+    const mine = ops
+    ops = []
+    const { hexes } = session.chunks.drain(mine)
+    await session.store.batch(mine, true)
+    session.chunks.landed(hexes)
+  }
+  await fetchChunks(bucket, want, async (hash, data) => {
+    session.chunks.put(data)
+    bytes += data.length
+    if (session.chunks.pendingBytes() >= SPILL_BYTES) await land()
+  })
+  for (const [hex, p] of places) {
+    if (want.has(hex)) continue
+    ops.push({ type: 'put', key: remoteChunkKey(hex), value: encode([p.pack, p.offset, p.stored, p.length, p.compression]) })
+    if (ops.length >= 10000) await land()
+  }
+  await land()
+  return { chunks: want.size, bytes, remoteChunks: places.size - want.size }
 }
 
 /**
  * Write the head view into DIR (verified), then keep base entries only where DIR does not
  * hold the root's version of a path, and record that DIR holds the head: one synced batch.
  */
-async function writeHead (storePath: string, workspace: string, root: RemoteRoot): Promise<PlanSummary> {
+async function writeHead (storePath: string, workspace: string, root: RemoteRoot, bucket: Bucket, places: Map<string, ChunkPlace> | undefined): Promise<{ summary: PlanSummary, chunks: number, bytes: number, remoteChunks: number }> {
   const fd = fs.openSync(workspace, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY)
   const session = await Session.open({ storePath, workspace, dirFd: fd, create: false })
   try {
     const stack = session.meta.stack.slice()
     const target = await viewOf(session, stack)
+    const fetched = places === undefined ? { chunks: 0, bytes: 0, remoteChunks: 0 } : await fetchHeadChunks(session, target, root, bucket, places)
     const summary = await writeViewInto(session, target, workspace)
     const ops: BatchOp[] = []
     const inRoot = new Set(root.entries.map(([p]) => p))
@@ -262,7 +321,7 @@ async function writeHead (storePath: string, workspace: string, root: RemoteRoot
       fs.closeSync(lower.dirFd)
     }
     saveCache(storePath, cache)
-    return summary
+    return { summary, ...fetched }
   } finally {
     await session.close()
     fs.closeSync(fd)

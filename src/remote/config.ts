@@ -38,6 +38,12 @@ interface RemotesFile {
   roots?: Record<string, RootInfo>
   /** Per remote: the tree of this workspace's head turn when it last matched the remote's (push, pull). */
   synced?: Record<string, string>
+  /**
+   * Where a lazy clone's older chunks are (its R<hex> records name places there): the URL and
+   * endpoint it was cloned from, kept apart from the remotes so that `remote rm` cannot cut a
+   * history off from its data.
+   */
+  lazy?: { url: string, endpoint?: string }
 }
 
 const FILE = 'remotes.json'
@@ -179,4 +185,15 @@ export function noteSyncedHead (storePath: string, loc: S3Location, tree: string
 /** The directory that caches a remote's immutable objects (its index objects). */
 export function cacheDir (storePath: string, loc: S3Location): string {
   return join(storePath, 'remote-cache', rootKey(loc))
+}
+
+/** Where this store's remote-only chunks are, if it is a lazy clone. */
+export function lazySource (storePath: string): { url: string, endpoint?: string } | undefined {
+  return read(storePath).lazy
+}
+
+export function setLazySource (storePath: string, src: { url: string, endpoint?: string }): void {
+  const f = read(storePath)
+  f.lazy = src
+  write(storePath, f)
 }

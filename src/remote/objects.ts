@@ -15,6 +15,8 @@ import { createHash } from 'node:crypto'
 import { brotliCompressSync, brotliDecompressSync, constants } from 'node:zlib'
 import { CpfsError } from '../errors.js'
 import { decode, encode } from '../store/codec.js'
+import { isInoKey } from '../store/entries.js'
+import { isSafePath } from '../paths/paths.js'
 
 export const REMOTE_FORMAT = 1
 
@@ -201,4 +203,23 @@ function wellFormed (r: RemoteRef): boolean {
     typeof r.parts === 'object' && r.parts !== null && Object.entries(r.parts).every(([k, v]) => HEX.test(k) && names(v)) &&
     Array.isArray(r.branches) && r.branches.every(b => typeof b === 'object' && b !== null && Number.isInteger(b.n) && names(b.stack) && b.stack.length > 0) &&
     Array.isArray(r.processes) && typeof r.pushedAt === 'number' && typeof r.host === 'string' && typeof r.from === 'string'
+}
+
+/**
+ * What a remote says is checked before anything is written: every path in its trees stays
+ * inside the workspace (no '..', empty or '.' component, NUL), and the ref's turns are layers.
+ */
+export function checkTrees (ref: RemoteRef, trees: Map<string, RemoteLayer | RemoteRoot>): void {
+  for (const [hex, t] of trees) {
+    const keys = t.kind === 'root' ? t.entries.map(([p]) => p) : t.kind === 'layer' ? t.records.map(([k]) => k) : null
+    if (keys === null) throw damaged(`tree ${hex}`, 'it is neither a layer nor a root tree')
+    const bad = keys.find(k => !isInoKey(k) && !isSafePath(k))
+    if (bad !== undefined) throw damaged(`tree ${hex}`, `it holds a path that would leave the workspace (${JSON.stringify(bad).slice(0, 80)})`)
+  }
+  const root = trees.get(ref.root)
+  if (root !== undefined && root.kind !== 'root') throw damaged(`the ref`, 'its root is not a root tree')
+  for (const h of [...ref.stack, ...Object.values(ref.parts).flat(), ...ref.branches.flatMap(b => b.stack)]) {
+    const t = trees.get(h)
+    if (t !== undefined && t.kind !== 'layer') throw damaged(`the ref`, `its turn ${h} is not a layer`)
+  }
 }

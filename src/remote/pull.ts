@@ -7,18 +7,20 @@
 import { CpfsError } from '../errors.js'
 import type { Session } from '../session/session.js'
 import { ChunkStore, hexName } from '../store/chunks.js'
-import { decode, decodeEntry, encode } from '../store/codec.js'
+import { decodeEntry, encode } from '../store/codec.js'
 import type { Branch } from '../store/branches.js'
-import { META_KEY, entryKey, processKey, turnKey, type BatchOp } from '../store/keys.js'
+import { META_KEY, processKey, type BatchOp } from '../store/keys.js'
 import { phase } from '../progress.js'
 import { ChunkIndex } from './chunk-index.js'
 import { adoptHead, cacheDir, lineageOf, locationOf, noteSyncedHead, syncedHead, type Remote } from './config.js'
 import { fetchPack, fetchTrees } from './fetch.js'
-import { checkTrees } from './clone.js'
-import { recordsHash, refName, refTrees, treeHash, type RemoteLayer, type RemoteRef } from './objects.js'
+import { checkTrees, recordsHash, refName, refTrees, treeHash, type RemoteLayer, type RemoteRef } from './objects.js'
 import { readRef } from './refs.js'
 import { Bucket } from './s3.js'
 import { takeSnapshot, type LocalSnapshot } from './snapshot.js'
+import './lazy.js'
+import { fetchRemoteChunks, type Filled } from './fill.js'
+import { importLayers } from './layers.js'
 
 export interface PullResult {
   remote: string
@@ -31,19 +33,24 @@ export interface PullResult {
   bytes: number
   /** This workspace had nothing of its own past the remote's turns: the head moves onto the branch. */
   fastForward: boolean
+  /** With full: the chunks of a lazy clone's older turns fetched into the store (fill.ts). */
+  filled: Filled
   requests: { get: number, list: number }
 }
 
 /** Chunk bytes held before they go to the store's packs. */
 const SPILL_BYTES = 32 * 1024 * 1024
 
-export async function pullHistory (session: Session, remote: Remote, opts: { env?: Record<string, string> } = {}): Promise<PullResult> {
+export async function pullHistory (session: Session, remote: Remote, opts: { env?: Record<string, string>, full?: boolean } = {}): Promise<PullResult> {
   const bucket = new Bucket({ ...locationOf(remote), ...(opts.env !== undefined ? { env: opts.env } : {}) })
+  let r: PullResult
   try {
-    return await pull(session, remote, bucket)
+    r = await pull(session, remote, bucket)
   } finally {
     bucket.destroy()
   }
+  if (opts.full === true) r.filled = await fetchRemoteChunks(session, opts.env)
+  return r
 }
 
 async function pull (session: Session, remote: Remote, bucket: Bucket): Promise<PullResult> {
@@ -59,7 +66,7 @@ async function pull (session: Session, remote: Remote, bucket: Bucket): Promise<
   const local = new Map<string, number>()
   for (const [id, layer] of snap.layers) local.set(treeHash(layer), id)
   const result = (branch: string | null, layers: number, chunks: number, bytes: number, fastForward: boolean): PullResult =>
-    ({ remote: remote.name, url: bucket.where(`workspaces/${remote.as}`), branch, layers, chunks, bytes, fastForward, requests: { get: bucket.counts.get, list: bucket.counts.list } })
+    ({ remote: remote.name, url: bucket.where(`workspaces/${remote.as}`), branch, layers, chunks, bytes, fastForward, filled: { chunks: 0, bytes: 0 }, requests: { get: bucket.counts.get, list: bucket.counts.list } })
   const wanted = [...refTrees(ref)].filter(t => t !== ref.root && !local.has(t))
   if (wanted.length === 0) return result(null, 0, 0, 0, false)
   const trees = await fetchTrees(bucket, wanted) as Map<string, RemoteLayer>
@@ -72,7 +79,7 @@ async function pull (session: Session, remote: Remote, bucket: Bucket): Promise<
     const { need, packs } = neededPacks(session, bucket, trees, index)
     const got = await fetchChunks(session, bucket, packs, need)
     const idOf = new Map(local)
-    const ops = layerOps(session, trees, idOf)
+    const ops = importLayers(session.store.meta, trees, idOf)
     for (const [id, raw] of ref.processes) if (session.store.getSync(processKey(id)) === undefined) ops.push({ type: 'put', key: processKey(id), value: raw })
     const head = ref.stack.map(h => idOf.get(h)!)
     const added = await addBranches(session, ref, idOf, head, ops, `pulled from ${bucket.where(`workspaces/${remote.as}`)} (pushed from ${ref.host} at ${new Date(ref.pushedAt).toISOString()})`)
@@ -130,23 +137,6 @@ async function fetchChunks (session: Session, bucket: Bucket, packs: Set<string>
   if (lost.length > 0) throw new CpfsError('REMOTE_MISSING', `${lost.length} chunk${lost.length === 1 ? '' : 's'} of this history ${lost.length === 1 ? 'is' : 'are'} missing from the packs on ${bucket.where()} (${lost[0]}…)`, 'nothing was changed here; push again from a machine that has this history')
   await session.persister.flushAll(false)
   return { chunks: fetched.size, bytes }
-}
-
-/** The new layers' records under fresh layer ids (noted in idOf), as store ops. */
-function layerOps (session: Session, trees: Map<string, RemoteLayer>, idOf: Map<string, number>): BatchOp[] {
-  const meta = session.store.meta
-  const ops: BatchOp[] = []
-  for (const [hex, layer] of trees) {
-    const id = meta.nextLayer++
-    idOf.set(hex, id)
-    ops.push({ type: 'put', key: turnKey(id), value: encode({ layer: id, ...decode<Record<string, unknown>>(layer.turn) }) })
-    for (const [k, raw] of layer.records) {
-      const e = decodeEntry(raw)
-      if (e.kind !== 'w' && e.ino >= meta.nextIno) meta.nextIno = e.ino + 1
-      ops.push({ type: 'put', key: entryKey(id, k), value: raw })
-    }
-  }
-  return ops
 }
 
 /**

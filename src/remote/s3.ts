@@ -108,6 +108,7 @@ export class Bucket {
       this.counts.bytesDown += body.length
       return body
     } catch (err) {
+      if (status(err) === 404 && code(err) !== 'NoSuchBucket') throw new CpfsError('REMOTE_MISSING', `${this.where(name)} is missing`, 'nothing was changed here; push again from a machine that has this history')
       throw this.failure(err, 'read', name)
     }
   }

@@ -11,6 +11,7 @@ import { refKey, type BatchOp } from './keys.js'
 import { encodeRef, type Store } from './store.js'
 import type { ChunkRef } from './pack-format.js'
 import { ChunkBuffers } from './chunk-buffers.js'
+import { readRemoteChunk } from './remote-chunks.js'
 
 export function hashChunk (data: Buffer): Buffer {
   return createHash('sha256').update(data).digest()
@@ -238,6 +239,8 @@ export class ChunkStore {
       if (err?.code !== 'ENOENT' && err?.code !== 'STORE_CORRUPT') throw err
       raw = undefined
     }
+    // A lazy clone's older chunks: fetched from the remote (remote-chunks.ts), checked below.
+    raw ??= readRemoteChunk(this.store, hex)
     if (raw === undefined) {
       throw new CpfsError('STORE_CORRUPT', `chunk ${hex} is missing from store ${this.store.path}`, `run cpfs fsck ${this.store.workspaceHint()} to see what is lost`)
     }

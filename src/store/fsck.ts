@@ -18,7 +18,7 @@ import { hashChunk } from './chunks.js'
 import { CHUNK_SIZE, type Entry } from './entries.js'
 import { DAMAGED_FILE, missingTurnRecords, resetWitness, type StoreProblem } from './integrity.js'
 import { levelError } from './damage.js'
-import { JOURNAL_KEY, LEGACY_CHUNK_PREFIX, META_KEY, REF_PREFIX, refKey, turnKey, type BatchOp } from './keys.js'
+import { JOURNAL_KEY, LEGACY_CHUNK_PREFIX, META_KEY, REF_PREFIX, REMOTE_CHUNK_PREFIX, refKey, turnKey, type BatchOp } from './keys.js'
 import { Store, encodeRef, type TurnRecord } from './store.js'
 import { checkRef } from './fsck-packs.js'
 import { walSeqOp } from './wal.js'
@@ -199,28 +199,14 @@ async function scan (store: Store, res: FsckResult, workspace: string): Promise<
   const missingWhy = new Map<string, string>()
   /** Every chunk the store holds, by the key that holds it (c<hex>: older stores; r<hex>: packs). */
   const chunks = new Map<string, string>()
+  /** Chunks a lazy clone holds on its remote only (R<hex>), by key. */
+  const onRemote = new Map<string, string>()
   const del: BatchOp[] = []
   try {
     for await (const [key, value] of store.db.iterator()) {
       res.records++
       const kind = key[0]
-      if (kind === LEGACY_CHUNK_PREFIX) {
-        const hex = key.slice(1)
-        res.chunks++
-        chunks.set(hex, key)
-        if (hashChunk(value).toString('hex') !== hex) damagedChunks.set(hex, '')
-        continue
-      }
-      if (kind === REF_PREFIX) {
-        const hex = key.slice(1)
-        const c = checkRef(store, hex, value)
-        if (c.state !== 'undecodable') {
-          res.chunks++
-          if (c.state === 'ok') chunks.set(hex, key)
-          else if (c.state === 'damaged') { chunks.set(hex, key); damagedChunks.set(hex, c.why) } else missingWhy.set(hex, c.why)
-          continue
-        }
-      }
+      if (noteChunk(store, res, key, value, { chunks, onRemote, damagedChunks, missingWhy })) continue
       try {
         if (kind === 'e' || kind === 'b') {
           const e = decodeEntry(value)
@@ -243,6 +229,7 @@ async function scan (store: Store, res: FsckResult, workspace: string): Promise<
   const reread: BatchOp[] = []
   for (const [hex, places] of refs) {
     const missing = !chunks.has(hex)
+    if (missing && onRemote.has(hex)) continue
     if (!missing && !damagedChunks.has(hex)) continue
     const why = missing ? missingWhy.get(hex) : damagedChunks.get(hex)
     const state = missing ? `missing${why ? ` (${why})` : ''}` : `damaged (${why || 'its bytes do not match their SHA-256'})`
@@ -267,8 +254,35 @@ async function scan (store: Store, res: FsckResult, workspace: string): Promise<
     await store.batch(del, true)
     res.repaired.push(`deleted ${del.length} record(s) that do not decode`)
   }
-  await deleteUnreferenced(store, res, [...chunks.values(), ...[...missingWhy.keys()].map(refKey)], refs)
+  await deleteUnreferenced(store, res, [...chunks.values(), ...[...missingWhy.keys()].map(refKey), ...onRemote.values()], refs)
   res.lost = dedupe(res.lost)
+}
+
+/**
+ * A record that holds or places a chunk, noted in `seen`: c<hex> (older stores), R<hex> (a lazy
+ * clone's chunk on its remote, checked when fetched), r<hex> (in a pack). False for any other
+ * record, and for an r<hex> that does not decode (reported as a record).
+ */
+function noteChunk (store: Store, res: FsckResult, key: string, value: Buffer, seen: { chunks: Map<string, string>, onRemote: Map<string, string>, damagedChunks: Map<string, string>, missingWhy: Map<string, string> }): boolean {
+  const kind = key[0]
+  const hex = key.slice(1)
+  if (kind === LEGACY_CHUNK_PREFIX) {
+    res.chunks++
+    seen.chunks.set(hex, key)
+    if (hashChunk(value).toString('hex') !== hex) seen.damagedChunks.set(hex, '')
+    return true
+  }
+  if (kind === REMOTE_CHUNK_PREFIX) {
+    seen.onRemote.set(hex, key)
+    return true
+  }
+  if (kind !== REF_PREFIX) return false
+  const c = checkRef(store, hex, value)
+  if (c.state === 'undecodable') return false
+  res.chunks++
+  if (c.state === 'ok') seen.chunks.set(hex, key)
+  else if (c.state === 'damaged') { seen.chunks.set(hex, key); seen.damagedChunks.set(hex, c.why) } else seen.missingWhy.set(hex, c.why)
+  return true
 }
 
 /**

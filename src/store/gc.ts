@@ -5,7 +5,7 @@
 // leaves garbage for the next run, never a dangling reference.
 import { decode, decodeEntry, decodeEntryBy } from './codec.js'
 import type { Entry } from './entries.js'
-import { JOURNAL_KEY, LEGACY_CHUNK_PREFIX, PROCESS_PREFIX, REF_PREFIX, STEP_PREFIX, prefixEnd, stepIdKey, turnKey, type BatchOp } from './keys.js'
+import { JOURNAL_KEY, LEGACY_CHUNK_PREFIX, PROCESS_PREFIX, REF_PREFIX, REMOTE_CHUNK_PREFIX, STEP_PREFIX, prefixEnd, stepIdKey, turnKey, type BatchOp } from './keys.js'
 import { decodeRef } from './store.js'
 import { keptStacks } from './branches.js'
 import { RECORD_HEADER } from './pack-format.js'
@@ -143,6 +143,12 @@ async function sweepChunks (store: Store, live: Set<string>, deleting: Phase): P
     freed.chunksDeleted++
     freed.bytesFreed += value.length
     deleting.set(freed.chunksDeleted, freed.bytesFreed, parseInt(key.slice(1, 5), 16) / 0x20000)
+    if (ops.length >= 1000) await flush()
+  }
+  // A lazy clone's chunks on its remote that nothing here names any more: only the record goes.
+  for await (const [key] of store.entries({ gte: REMOTE_CHUNK_PREFIX, lt: prefixEnd(REMOTE_CHUNK_PREFIX) })) {
+    if (live.has(key.slice(1))) continue
+    ops.push({ type: 'del', key })
     if (ops.length >= 1000) await flush()
   }
   // References to pack bytes: the dead ones go, the live ones are counted per pack.

@@ -6,6 +6,8 @@
 //                     before a plan first changed it
 //   c<hex>            chunk bytes, keyed by SHA-256 (stores of version 4 and before; read, never written)
 //   r<hex>            where a chunk's bytes are: [pack id, offset, length] (store/packs.ts)
+//   R<hex>            a chunk a lazy clone holds on its remote only: where the remote has it
+//                     (store/remote-chunks.ts; an r<hex> of the same chunk wins)
 //   o<path>           fingerprint: what cpfs last knew of the real path (store/fingerprints.ts)
 //   j                 the journal of a plan in progress (its header: plans/journal.ts)
 //   J<index>          the parts of that journal (operations, expectations, fingerprints)
@@ -79,6 +81,11 @@ export function refKey (hex: string): string {
 
 export const REF_PREFIX = 'r'
 export const LEGACY_CHUNK_PREFIX = 'c'
+export const REMOTE_CHUNK_PREFIX = 'R'
+
+export function remoteChunkKey (hex: string): string {
+  return REMOTE_CHUNK_PREFIX + hex
+}
 
 /** Upper bound for a prefix range scan. */
 export function prefixEnd (prefix: string): string {
