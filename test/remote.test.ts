@@ -414,6 +414,38 @@ if (fuseAvailable(t) && s3Available(t)) {
       t.match(r.stderr, /^cpfs: s3:\/\/.*\/workspaces\/ws\/ref holds another workspace's history .*--as NAME\)$/m)
     })
 
+    t.test('the server killed mid-pull: the pulling workspace and its history are as they were', async t => {
+      const bucket = await s3.bucket()
+      const w = workspace(t, TREE, { env })
+      w.ok('mount', w.ws)
+      w.ok('unmount', w.ws)
+      w.ok('remote', 'add', 'origin', `s3://${bucket}/mp`, '--dir', w.ws)
+      w.ok('push', w.ws)
+      const other = join(w.home, '..', 'other')
+      w.ok('clone', `s3://${bucket}/mp/ws`, other)
+      w.ok('mount', other)
+      w.run('for i in $(seq 1 60); do head -c 1000000 /dev/urandom > p$i; done', other)
+      w.ok('turn', other, '-m', 'sixty files')
+      w.ok('push', other)
+      w.ok('unmount', other)
+      const before = { tree: manifest(w.ws), log: w.ok('log', w.ws, '--all', '--json') }
+      // Killed while the packs are on their way (or, on a fast day, after the pull ended).
+      const pulling = w.cpfsAsync('pull', w.ws)
+      await new Promise(resolve => setTimeout(resolve, 700))
+      await s3.killGateway()
+      const r = await pulling
+      await s3.startGateway()
+      if (r.code === 0) {
+        t.same(manifest(w.ws), manifest(other), 'the pull finished before the kill: fast-forwarded')
+      } else {
+        t.match(r.stderr, /^cpfs: cannot read s3:\/\/.*\(check that http:\/\/127\.0\.0\.1:\d+ is up and reachable, then run the command again\)\n$/)
+        t.same({ tree: manifest(w.ws), log: w.ok('log', w.ws, '--all', '--json') }, before, 'cut mid-pull: the workspace and its history are as they were')
+      }
+      t.match(w.ok('fsck', w.ws), /is clean/, 'the store checks')
+      w.ok('pull', w.ws)
+      t.same(manifest(w.ws), manifest(other), 'pulled again: fast-forwarded to the other machine\'s work')
+    })
+
     t.test('a lazy clone fetches the head view, and an older turn when something reads it', async t => {
       const bucket = await s3.bucket()
       const w = workspace(t, 'head -c 2000000 /dev/urandom > big && echo a > a && mkdir d && echo kept > d/k', { env })
@@ -509,6 +541,23 @@ if (fuseAvailable(t) && s3Available(t)) {
       client.destroy()
       w.ok('rewind', '1', late)
       t.same(manifest(late), at[0], 'with the packs back, it reads')
+      // A damaged copy in the cache is never used: the chunk is fetched again.
+      const lateCache = fs.readdirSync(w.home).filter(n => n.startsWith('late-')).map(n => join(w.home, n, 'store', 'remote-cache', 'chunks'))[0]
+      let flipped = 0
+      for (const d of fs.readdirSync(lateCache)) {
+        for (const f of fs.readdirSync(join(lateCache, d))) {
+          const file = join(lateCache, d, f)
+          const b = fs.readFileSync(file)
+          b[0] ^= 0xff
+          fs.writeFileSync(file, b)
+          flipped++
+        }
+      }
+      t.ok(flipped > 0, `${flipped} cached chunks damaged`)
+      w.ok('redo', late)
+      w.ok('rewind', '1', late)
+      t.same(manifest(late), at[0], 'read again from the remote, byte-exact')
+      t.match(w.ok('fsck', late), /is clean/)
     })
 
     t.test('the server down, or killed mid-push: the ref still names a complete history', async t => {

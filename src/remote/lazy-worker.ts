@@ -60,15 +60,16 @@ async function fetchInto (hex: string, raw: Buffer): Promise<void> {
     const name = r.hash.toString('hex')
     if (first && name !== hex) throw damaged(what, `the record at ${offset - RECORD_HEADER} holds chunk ${name}, not ${hex}`)
     const data = openChunk(body.subarray(at + RECORD_HEADER, end), r, what)
-    keep(name, data)
+    keep(name, data, first)
     first = false
     at = end
   }
 }
 
-function keep (hex: string, data: Buffer): void {
+/** Into the cache; a chunk read ahead is not written again, the one asked for is (its copy there may be damaged). */
+function keep (hex: string, data: Buffer, asked: boolean): void {
   const file = cachedChunkPath(storePath, hex)
-  if (fs.existsSync(file)) return
+  if (!asked && fs.existsSync(file)) return
   fs.mkdirSync(dirname(file), { recursive: true, mode: 0o700 })
   const tmp = `${file}.${process.pid}.${randomBytes(4).toString('hex')}`
   fs.writeFileSync(tmp, data, { mode: 0o600 })
