@@ -467,6 +467,14 @@ if (fuseAvailable(t) && s3Available(t)) {
       t.ok(r.bytes >= 2000000 && r.bytes < 2 * 2000000, `only the head view's data was fetched (${r.bytes} bytes of about 8 MB of history)`)
       t.ok(r.remoteChunks >= 3 * 30, `the older versions of big stay on the remote (${r.remoteChunks} chunks)`)
       t.match(w.ok('fsck', dest), /is clean/, 'a store with chunks on its remote checks clean')
+      const store = fs.readdirSync(w.home).filter(n => n.startsWith('lazy-')).map(n => join(w.home, n, 'store'))
+      t.equal(store.length, 1)
+      const cache = join(store[0], 'remote-cache', 'chunks')
+      // The log lists every turn without downloading them: files not fetched count without lines.
+      const log = JSON.parse(w.ok('log', dest, '--json'))
+      t.same(log.map((x: any) => x.message), ['turn 1', 'turn 2', 'turn 3', null], 'the log lists every turn')
+      t.same(log.map((x: any) => x.files), [2, 2, 2, 0], 'with the paths each changed')
+      t.notOk(fs.existsSync(cache), 'and fetched nothing')
 
       // The remote down: reading an older turn fails in one line and changes nothing.
       await s3.killGateway()
@@ -481,9 +489,6 @@ if (fuseAvailable(t) && s3Available(t)) {
       w.ok('rewind', '2', dest)
       t.same(manifest(dest), at[1], 'rewound offline to turn 2: its data fetched on demand')
       // The fetched chunks are kept in the store's cache: emptied, the mount must fetch again.
-      const store = fs.readdirSync(w.home).filter(n => n.startsWith('lazy-')).map(n => join(w.home, n, 'store'))
-      t.equal(store.length, 1)
-      const cache = join(store[0], 'remote-cache', 'chunks')
       t.ok(fs.readdirSync(cache).length > 0, 'the offline rewind kept what it fetched')
       fs.rmSync(cache, { recursive: true })
       w.ok('mount', dest)

@@ -69,9 +69,9 @@ function fetchSync (storePath: string, hex: string, place: Buffer): void {
   }
 }
 
-function readRemote (storePath: string, hex: string, place: Buffer): Buffer {
+function readRemote (storePath: string, hex: string, place: Buffer, fetch: boolean): Buffer | undefined {
   const hit = cached(storePath, hex)
-  if (hit !== undefined) return hit
+  if (hit !== undefined || !fetch) return hit
   fetchSync(storePath, hex, place)
   const got = cached(storePath, hex)
   if (got === undefined) throw new CpfsError('REMOTE_FAILED', `chunk ${hex} was fetched but is not in ${cachedChunkPath(storePath, hex)}`, 'check the free space and permissions of the store directory, then run the command again')

@@ -11,6 +11,7 @@ import { resolvedType, type Resolved, type View } from '../overlay/view.js'
 import type { ChunkStore } from '../store/chunks.js'
 import type { FileEntry, Kind } from '../store/entries.js'
 import { planViews, sameXattrs, xattrsOf, type Content, type PlanOp } from '../plans/planner.js'
+import { isCpfsError } from '../errors.js'
 
 export interface Change {
   path: string
@@ -44,8 +45,19 @@ export function readAll (view: View, r: Resolved, chunks: ChunkStore): Bytes {
   }
   const e = (r.kind === 'upper' ? r.entry : r.stat) as FileEntry
   const src = e.src
-  readEntry(e, chunks, buf, 0, e.size, 0, src === undefined ? null : (b, off, len, pos) => view.lower.read(src, b, off, len, pos))
+  try {
+    readEntry(e, chunks, buf, 0, e.size, 0, src === undefined ? null : (b, off, len, pos) => view.lower.read(src, b, off, len, pos))
+  } catch (err) {
+    // Read without fetching (the log's counts in a lazy clone): a file whose data is still on
+    // the remote is counted as changed, by size, without lines.
+    if (isNotFetched(err)) return { size, large: true }
+    throw err
+  }
   return buf
+}
+
+function isNotFetched (err: unknown): boolean {
+  return isCpfsError(err) && err.code === 'NOT_FETCHED'
 }
 
 function lengthOf (b: Bytes): number {
@@ -57,7 +69,24 @@ function sameFile (from: View, before: Resolved, a: Bytes, to: View, after: Reso
   if (Buffer.isBuffer(a) && Buffer.isBuffer(b)) return a.equals(b)
   if (lengthOf(a) !== lengthOf(b)) return false
   const content = (v: View, r: Resolved) => viewContent(v.lower, chunks, contentOf(r), lengthOf(a), false)
-  return sameContent(content(from, before), content(to, after))
+  try {
+    return sameContent(content(from, before), content(to, after))
+  } catch (err) {
+    if (!isNotFetched(err)) throw err
+    // Not fetched: the same chunks are the same bytes; other chunks count as a change.
+    const ca = contentOf(before)
+    const cb = contentOf(after)
+    return ca.from === 'entry' && cb.from === 'entry' && sameChunks(ca.entry, cb.entry)
+  }
+}
+
+function sameChunks (a: FileEntry, b: FileEntry): boolean {
+  if (a.size !== b.size || a.src !== b.src || a.chunks.size !== b.chunks.size) return false
+  for (const [idx, h] of a.chunks) {
+    const o = b.chunks.get(idx)
+    if (h === null ? o !== null : (o === undefined || o === null || !h.equals(o))) return false
+  }
+  return true
 }
 
 function contentOf (r: Resolved): Content {

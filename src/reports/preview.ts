@@ -93,7 +93,11 @@ export async function previewRewind (session: Session, spec: string, mounted: bo
   return out
 }
 
-/** What each turn of the stack changed, counted as `cpfs diff T` counts it (paths, text lines). */
+/**
+ * What each turn of the stack changed, counted as `cpfs diff T` counts it (paths, text lines),
+ * from the data here: in a lazy clone, a file whose data is still on the remote counts without
+ * lines (a log must not download the history it lists).
+ */
 export async function turnChanges (session: Session): Promise<Change[][]> {
   await session.persister.flushAll(false)
   const stack = session.meta.stack
@@ -102,7 +106,7 @@ export async function turnChanges (session: Session): Promise<Change[][]> {
   for (let i = 0; i < stack.length; i++) {
     const to = await viewOf(session, stack.slice(0, i + 1))
     const layer = await layersOf(session, [stack[i]])
-    out.push(describeChanges(from, to, touchedPaths(layer, []), session.chunks))
+    out.push(session.chunks.withoutFetching(() => describeChanges(from, to, touchedPaths(layer, []), session.chunks)))
     from = to
   }
   return out

@@ -116,6 +116,23 @@ export class ChunkStore {
     this.buffers = new ChunkBuffers(dirtyBytes)
   }
 
+  /** Whether a read of a lazy clone's chunk may fetch it from the remote (withoutFetching). */
+  private fetching = true
+
+  /**
+   * Run `fn` (synchronous: nothing else runs meanwhile, a FUSE read included) with reads that
+   * never fetch: a chunk a lazy clone has not fetched yet is a NOT_FETCHED error instead.
+   */
+  withoutFetching<T> (fn: () => T): T {
+    const was = this.fetching
+    this.fetching = false
+    try {
+      return fn()
+    } finally {
+      this.fetching = was
+    }
+  }
+
   /** Bytes in the read cache. */
   get cachedBytes (): number {
     return this.cacheBytes
@@ -240,7 +257,7 @@ export class ChunkStore {
       raw = undefined
     }
     // A lazy clone's older chunks: fetched from the remote (remote-chunks.ts), checked below.
-    raw ??= readRemoteChunk(this.store, hex)
+    raw ??= readRemoteChunk(this.store, hex, this.fetching)
     if (raw === undefined) {
       throw new CpfsError('STORE_CORRUPT', `chunk ${hex} is missing from store ${this.store.path}`, `run cpfs fsck ${this.store.workspaceHint()} to see what is lost`)
     }

@@ -8,8 +8,11 @@ import { CpfsError } from '../errors.js'
 import { remoteChunkKey } from './keys.js'
 import type { Store } from './store.js'
 
-/** The chunk's bytes (checked against `hex` by the caller too), fetched if need be. `place`: the R<hex> value. */
-export type RemoteChunkReader = (storePath: string, hex: string, place: Buffer) => Buffer
+/**
+ * The chunk's bytes (checked against `hex` by the caller too), fetched if need be — unless
+ * `fetch` is false: then only a copy fetched earlier, or undefined. `place`: the R<hex> value.
+ */
+export type RemoteChunkReader = (storePath: string, hex: string, place: Buffer, fetch: boolean) => Buffer | undefined
 
 let reader: RemoteChunkReader | undefined
 
@@ -17,12 +20,18 @@ export function setRemoteChunkReader (r: RemoteChunkReader): void {
   reader = r
 }
 
-/** The bytes of a chunk the store holds on its remote only, or undefined when it names none. */
-export function readRemoteChunk (store: Store, hex: string): Buffer | undefined {
+/**
+ * The bytes of a chunk the store holds on its remote only, or undefined when it names none.
+ * Without `fetch`, a chunk not fetched before is a NOT_FETCHED error (reports that only
+ * summarize, such as the log's line counts, read what is here and no more).
+ */
+export function readRemoteChunk (store: Store, hex: string, fetch = true): Buffer | undefined {
   const place = store.getSync(remoteChunkKey(hex))
   if (place === undefined) return undefined
-  if (reader === undefined) {
+  if (reader === undefined && fetch) {
     throw new CpfsError('REMOTE_CHUNK', `chunk ${hex} of this history is on its remote only, and this program cannot fetch it`, 'read it through the cpfs command or the cpfs library, which fetch it (or clone again with --full)')
   }
-  return reader(store.path, hex, place)
+  const got = reader?.(store.path, hex, place, fetch)
+  if (got === undefined) throw new CpfsError('NOT_FETCHED', `chunk ${hex} of this history is on its remote only`, 'cpfs diff, show or rewind fetch it')
+  return got
 }
