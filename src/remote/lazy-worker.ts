@@ -59,7 +59,14 @@ async function fetchInto (hex: string, raw: Buffer): Promise<void> {
     }
     const name = r.hash.toString('hex')
     if (first && name !== hex) throw damaged(what, `the record at ${offset - RECORD_HEADER} holds chunk ${name}, not ${hex}`)
-    const data = openChunk(body.subarray(at + RECORD_HEADER, end), r, what)
+    let data: Buffer
+    try {
+      data = openChunk(body.subarray(at + RECORD_HEADER, end), r, what)
+    } catch (err) {
+      // The chunk asked for must check; one read ahead that does not only ends the readahead.
+      if (first) throw err
+      break
+    }
     keep(name, data, first)
     first = false
     at = end
