@@ -4,7 +4,7 @@
 // and the faults a fleet meets — a racing pusher, a remote that moved on, a damaged or
 // missing object, a server that is down or killed mid-push — cost no data and leave a ref
 // that still names a complete history.
-import t from 'tap'
+import t, { type Test } from 'tap'
 import * as fs from 'node:fs'
 import { join } from 'node:path'
 import { ListObjectsV2Command, PutObjectCommand, GetObjectCommand, DeleteObjectCommand } from '@aws-sdk/client-s3'
@@ -43,6 +43,16 @@ function history (w: Env): Array<Record<string, unknown>> {
   w.run('tar -cf pack.tar gen && echo head-work > head.txt')
   at.push(manifest(w.ws))
   return at
+}
+
+/** A workspace of TREE, mounted once, pushed to s3://BUCKET/PREFIX as ws. */
+function pushedWorkspace (t: Test, env: NodeJS.ProcessEnv, bucket: string, prefix: string): Env {
+  const w = workspace(t, TREE, { env })
+  w.ok('mount', w.ws)
+  w.ok('unmount', w.ws)
+  w.ok('remote', 'add', 'origin', `s3://${bucket}/${prefix}`, '--dir', w.ws)
+  w.ok('push', w.ws)
+  return w
 }
 
 if (fuseAvailable(t) && s3Available(t)) {
@@ -117,11 +127,7 @@ if (fuseAvailable(t) && s3Available(t)) {
 
     t.test('pull fast-forwards a workspace with nothing of its own, mounted or not', async t => {
       const bucket = await s3.bucket()
-      const w = workspace(t, TREE, { env })
-      w.ok('mount', w.ws)
-      w.ok('unmount', w.ws)
-      w.ok('remote', 'add', 'origin', `s3://${bucket}/ff`, '--dir', w.ws)
-      w.ok('push', w.ws)
+      const w = pushedWorkspace(t, env, bucket, 'ff')
       const dest = join(w.home, '..', 'laptop')
       w.ok('clone', `s3://${bucket}/ff/ws`, dest)
       w.ok('mount', dest)
@@ -289,11 +295,7 @@ if (fuseAvailable(t) && s3Available(t)) {
 
     t.test('a damaged or missing object is found before anything is written', async t => {
       const bucket = await s3.bucket()
-      const w = workspace(t, TREE, { env })
-      w.ok('mount', w.ws)
-      w.ok('unmount', w.ws)
-      w.ok('remote', 'add', 'origin', `s3://${bucket}/d`, '--dir', w.ws)
-      w.ok('push', w.ws)
+      const w = pushedWorkspace(t, env, bucket, 'd')
       const packs = (await keys(s3, bucket, 'd/packs/'))
       t.ok(packs.length >= 1)
       const client = s3.client()
@@ -416,11 +418,7 @@ if (fuseAvailable(t) && s3Available(t)) {
 
     t.test('the server killed mid-pull: the pulling workspace and its history are as they were', async t => {
       const bucket = await s3.bucket()
-      const w = workspace(t, TREE, { env })
-      w.ok('mount', w.ws)
-      w.ok('unmount', w.ws)
-      w.ok('remote', 'add', 'origin', `s3://${bucket}/mp`, '--dir', w.ws)
-      w.ok('push', w.ws)
+      const w = pushedWorkspace(t, env, bucket, 'mp')
       const other = join(w.home, '..', 'other')
       w.ok('clone', `s3://${bucket}/mp/ws`, other)
       w.ok('mount', other)

@@ -4,6 +4,7 @@
 // many workspaces, so a chunk any of them pushed is never sent again.
 import * as fs from 'node:fs'
 import { join } from 'node:path'
+import { decode, encode } from '../store/codec.js'
 import { indexName, openObject, type RemoteIndex } from './objects.js'
 import type { Bucket } from './s3.js'
 
@@ -13,6 +14,16 @@ export interface ChunkPlace {
   stored: number
   length: number
   compression: number
+}
+
+/** A place as a lazy clone records it (R<hex>, store/remote-chunks.ts): [pack, offset, stored, length, compression]. */
+export function encodePlace (p: ChunkPlace): Buffer {
+  return encode([p.pack, p.offset, p.stored, p.length, p.compression])
+}
+
+export function decodePlace (raw: Buffer): ChunkPlace {
+  const [pack, offset, stored, length, compression] = decode<[string, number, number, number, number]>(raw)
+  return { pack, offset, stored, length, compression }
 }
 
 export class ChunkIndex {

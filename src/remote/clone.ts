@@ -26,7 +26,7 @@ import { phase } from '../progress.js'
 import type { PlanSummary } from '../plans/finish.js'
 import { addRemote, adoptHead, cacheDir, noteRoot, noteSyncedHead, setLazySource, setLineage } from './config.js'
 import { fetchChunks, fetchPack, fetchTrees } from './fetch.js'
-import { ChunkIndex, type ChunkPlace } from './chunk-index.js'
+import { ChunkIndex, encodePlace, type ChunkPlace } from './chunk-index.js'
 import { importLayers, noteIno } from './layers.js'
 import type { View } from '../overlay/view.js'
 import { Bucket, endpointOf, parseS3Url } from './s3.js'
@@ -257,7 +257,7 @@ async function fetchHeadChunks (session: Session, target: View, root: RemoteRoot
   })
   for (const [hex, p] of places) {
     if (want.has(hex)) continue
-    ops.push({ type: 'put', key: remoteChunkKey(hex), value: encode([p.pack, p.offset, p.stored, p.length, p.compression]) })
+    ops.push({ type: 'put', key: remoteChunkKey(hex), value: encodePlace(p) })
     if (ops.length >= 10000) await land()
   }
   await land()

@@ -6,9 +6,8 @@
 // on the remote, and the local copy wins.
 import type { Session } from '../session/session.js'
 import { hexName } from '../store/chunks.js'
-import { decode } from '../store/codec.js'
 import { REMOTE_CHUNK_PREFIX, prefixEnd, type BatchOp } from '../store/keys.js'
-import type { ChunkPlace } from './chunk-index.js'
+import { decodePlace, type ChunkPlace } from './chunk-index.js'
 import { lazySource } from './config.js'
 import { fetchChunks } from './fetch.js'
 import { Bucket, parseS3Url } from './s3.js'
@@ -32,8 +31,7 @@ export async function fetchRemoteChunks (session: Session, env?: Record<string, 
       const hex = key.slice(REMOTE_CHUNK_PREFIX.length)
       dels.push({ type: 'del', key })
       if (session.chunks.pin(hex)) continue // fetched into the packs already (a pull)
-      const [pack, offset, stored, length, compression] = decode<[string, number, number, number, number]>(raw)
-      places.set(hex, { pack, offset, stored, length, compression })
+      places.set(hex, decodePlace(raw))
     }
     let bytes = 0
     if (places.size > 0) {

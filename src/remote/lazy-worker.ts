@@ -8,7 +8,7 @@ import * as fs from 'node:fs'
 import { dirname } from 'node:path'
 import { randomBytes } from 'node:crypto'
 import { parentPort, workerData } from 'node:worker_threads'
-import { decode } from '../store/codec.js'
+import { decodePlace } from './chunk-index.js'
 import { RECORD_HEADER, readRecordHeader } from '../store/pack-format.js'
 import { DONE, FAILED, cachedChunkPath } from './lazy-protocol.js'
 import type { Bucket } from './s3.js'
@@ -43,7 +43,7 @@ async function openBucket (): Promise<Bucket> {
 }
 
 async function fetchInto (hex: string, raw: Buffer): Promise<void> {
-  const [pack, offset, stored] = decode<[string, number, number, number, number]>(raw)
+  const { pack, offset, stored } = decodePlace(raw)
   bucket ??= await openBucket()
   const { openChunk, readRange } = await import('./fetch.js')
   const { damaged } = await import('./objects.js')
